@@ -1,0 +1,27 @@
+# Floe: multi-stage image. The build stage runs the same set-up as the README
+# (a virtualenv with Floe installed, and the JVM jars resolved by deploy/pom.xml).
+FROM python:3.11-slim-bookworm AS build
+RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jdk-headless maven \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY service service
+COPY ingest ingest
+COPY commit commit
+COPY compaction compaction
+COPY table table
+COPY deploy deploy
+RUN python -m venv /opt/floe/venv
+RUN /opt/floe/venv/bin/pip install --quiet --upgrade pip
+RUN /opt/floe/venv/bin/pip install --quiet .
+RUN deploy/fetch-jars.sh /opt/floe/jars spark-kafka kafka-broker
+
+FROM python:3.11-slim-bookworm
+RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --uid 10001 --create-home floe
+COPY --from=build /opt/floe /opt/floe
+ENV PATH=/opt/floe/venv/bin:$PATH \
+    FLOE_JARS_DIR=/opt/floe/jars
+USER floe
+ENTRYPOINT ["floe"]

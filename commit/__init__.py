@@ -1,0 +1,1 @@
+"""Floe commit package."""

@@ -1,0 +1,1 @@
+"""Floe ingest package."""

@@ -1,0 +1,99 @@
+"""Shared fixtures: a real Kafka broker, a local SparkSession, the Iceberg oracle.
+
+The Kafka bootstrap is chosen in this order:
+  1. the ``FLOE_TEST_KAFKA`` environment variable;
+  2. a testcontainers Kafka container, when a Docker engine answers;
+  3. a local KRaft broker started from the Maven-fetched Kafka jars.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+log = logging.getLogger("floe.tests")
+
+
+def _docker_answers() -> bool:
+    """True when a Docker engine answers a ping within a second."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=1)
+        client.ping()
+        return True
+    except Exception as exc:  # noqa: BLE001 - no engine is the normal case here
+        log.info("no docker engine (%s); using the local broker", type(exc).__name__)
+        return False
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A bootstrap address of a real Kafka broker for the whole session."""
+    if os.environ.get("FLOE_TEST_KAFKA"):
+        yield os.environ["FLOE_TEST_KAFKA"]
+        return
+    if _docker_answers():
+        from testcontainers.kafka import KafkaContainer
+
+        with KafkaContainer().with_kraft() as container:
+            yield container.get_bootstrap_server()
+        return
+    from service.local_kafka import LocalKafka
+
+    with LocalKafka(tmp_path_factory.mktemp("kafka")) as kafka:
+        assert kafka.bootstrap is not None
+        yield kafka.bootstrap
+
+
+@pytest.fixture(scope="session")
+def new_topic(kafka_bootstrap: str) -> Callable[..., str]:
+    """Creates a uniquely named topic and returns its name."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+
+    def create(prefix: str = "t", partitions: int = 1) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+        futures[name].result(timeout=30)
+        return name
+
+    return create
+
+
+@pytest.fixture(scope="session")
+def spark():  # -> pyspark.sql.SparkSession
+    """A local[2] SparkSession with Spark's Kafka source on the classpath."""
+    from ingest.spark_session import build_spark_session
+
+    session = build_spark_session("floe-tests", {"spark.sql.shuffle.partitions": "2"})
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def iceberg_oracle(tmp_path_factory: pytest.TempPathFactory):  # -> IcebergOracle
+    """Iceberg's Java runtime in a separate Spark process (test oracle only)."""
+    from tests.support.iceberg_oracle import IcebergOracle
+
+    oracle = IcebergOracle(tmp_path_factory.mktemp("oracle")).start()
+    yield oracle
+    oracle.stop()
+
+
+@pytest.fixture()
+def warehouse(tmp_path: Path) -> Path:
+    """An empty warehouse directory on local disk."""
+    path = tmp_path / "warehouse"
+    path.mkdir()
+    return path
