@@ -10,6 +10,7 @@ shift || true
 sets=("$@")
 [ ${#sets[@]} -gt 0 ] || sets=(spark-kafka kafka-broker iceberg-oracle)
 mkdir -p "$dest"
+dest="$(cd "$dest" && pwd)"  # Maven resolves relative paths against the pom's folder
 settings="${FLOE_MAVEN_SETTINGS:-$here/maven-settings.xml}"
 for set in "${sets[@]}"; do
   out="$dest/$set"
