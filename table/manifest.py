@@ -1,0 +1,1018 @@
+"""Avro manifests and manifest lists (spec: "Manifests", "Manifest Lists").
+
+A manifest lists the data or delete files of one partition spec with their
+partition tuples and column metrics; a manifest list names the manifests of
+one snapshot with summaries that let scan planning skip whole manifests.
+Both are Avro files whose schemas carry Iceberg field ids (Appendix A), so
+that Iceberg Java, pyiceberg and Floe read each other's files by id.
+
+New entries are written with null sequence numbers and inherit the
+sequence number of their manifest when read (spec: "Sequence Number
+Inheritance"): a manifest is written once and reused across commit retries;
+only the manifest list, which assigns :data:`UNASSIGNED_SEQ` manifests the
+snapshot's sequence number, is rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from enum import Enum, IntEnum
+from io import BufferedReader, BytesIO, RawIOBase
+from typing import Any, Iterable, Iterator, Optional
+from uuid import UUID
+
+import fastavro
+
+from table.conversions import to_bytes, unscaled_to_decimal
+from table.errors import MalformedFileError, TableError, ValidationError
+from table.io import FileIO, FileIOError
+from table.partitioning import PartitionSpec, partition_spec_from_json
+from table.schema import Schema, schema_from_json
+from table.types import (
+    BinaryType,
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FixedType,
+    FloatType,
+    IcebergType,
+    IntegerType,
+    ListType,
+    LongType,
+    MapType,
+    NestedField,
+    StringType,
+    StructType,
+    TimestampType,
+    TimestamptzType,
+    TimeType,
+    UUIDType,
+)
+
+
+UNASSIGNED_SEQ = -1
+"""Sequence number of a manifest not yet committed; the manifest list assigns it."""
+
+FORMAT_VERSION = 2
+DEFAULT_CODEC = "deflate"
+
+
+# --------------------------------------------------------------------------
+# Values
+# --------------------------------------------------------------------------
+
+
+class DataFileContent(IntEnum):
+    DATA = 0
+    POSITION_DELETES = 1
+    EQUALITY_DELETES = 2
+
+
+class FileFormat(str, Enum):
+    PARQUET = "PARQUET"
+    AVRO = "AVRO"
+    ORC = "ORC"
+
+
+class ManifestEntryStatus(IntEnum):
+    EXISTING = 0
+    ADDED = 1
+    DELETED = 2
+
+
+class ManifestContent(IntEnum):
+    DATA = 0
+    DELETES = 1
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A data or delete file with its partition tuple and column metrics.
+
+    ``partition`` holds transform results in spec order (docs/table-api.md);
+    bounds are Appendix D binary values. ``spec_id`` is not stored in the
+    ``data_file`` struct: it is the manifest's spec, carried over on read.
+    """
+
+    content: DataFileContent
+    file_path: str
+    file_format: FileFormat
+    partition: tuple[Any, ...]
+    record_count: int
+    file_size_in_bytes: int
+    column_sizes: Optional[dict[int, int]] = None
+    value_counts: Optional[dict[int, int]] = None
+    null_value_counts: Optional[dict[int, int]] = None
+    nan_value_counts: Optional[dict[int, int]] = None
+    lower_bounds: Optional[dict[int, bytes]] = None
+    upper_bounds: Optional[dict[int, bytes]] = None
+    key_metadata: Optional[bytes] = None
+    split_offsets: Optional[list[int]] = None
+    equality_ids: Optional[list[int]] = None
+    sort_order_id: Optional[int] = None
+    spec_id: int = 0
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    """A file's status in a snapshot; None sequence numbers are inherited on read."""
+
+    status: ManifestEntryStatus
+    snapshot_id: Optional[int]
+    sequence_number: Optional[int]
+    file_sequence_number: Optional[int]
+    data_file: DataFile
+
+
+@dataclass(frozen=True)
+class FieldSummary:
+    """Null/NaN presence and Appendix D bounds of one partition field in a manifest."""
+
+    contains_null: bool
+    contains_nan: Optional[bool] = None
+    lower_bound: Optional[bytes] = None
+    upper_bound: Optional[bytes] = None
+
+
+@dataclass(frozen=True)
+class ManifestFile:
+    """A manifest as tracked by a manifest list."""
+
+    manifest_path: str
+    manifest_length: int
+    partition_spec_id: int
+    content: ManifestContent
+    sequence_number: int
+    min_sequence_number: int
+    added_snapshot_id: int
+    added_files_count: int
+    existing_files_count: int
+    deleted_files_count: int
+    added_rows_count: int
+    existing_rows_count: int
+    deleted_rows_count: int
+    partitions: Optional[list[FieldSummary]] = None
+    key_metadata: Optional[bytes] = None
+
+
+# --------------------------------------------------------------------------
+# Iceberg schemas of the two files (field ids from the spec)
+# --------------------------------------------------------------------------
+
+
+def _opt(field_id: int, name: str, field_type: IcebergType) -> NestedField:
+    return NestedField(field_id, name, field_type, required=False)
+
+
+def _req(field_id: int, name: str, field_type: IcebergType) -> NestedField:
+    return NestedField(field_id, name, field_type, required=True)
+
+
+def _long_map(key_id: int, value_id: int) -> MapType:
+    return MapType(key_id, IntegerType(), value_id, LongType())
+
+
+def _bytes_map(key_id: int, value_id: int) -> MapType:
+    return MapType(key_id, IntegerType(), value_id, BinaryType())
+
+
+def data_file_type(partition_type: StructType) -> StructType:
+    """The v2 ``data_file`` struct for a spec's partition type."""
+    return StructType(
+        _req(134, "content", IntegerType()),
+        _req(100, "file_path", StringType()),
+        _req(101, "file_format", StringType()),
+        _req(102, "partition", _optional_fields(partition_type)),
+        _req(103, "record_count", LongType()),
+        _req(104, "file_size_in_bytes", LongType()),
+        _opt(108, "column_sizes", _long_map(117, 118)),
+        _opt(109, "value_counts", _long_map(119, 120)),
+        _opt(110, "null_value_counts", _long_map(121, 122)),
+        _opt(137, "nan_value_counts", _long_map(138, 139)),
+        _opt(125, "lower_bounds", _bytes_map(126, 127)),
+        _opt(128, "upper_bounds", _bytes_map(129, 130)),
+        _opt(131, "key_metadata", BinaryType()),
+        _opt(132, "split_offsets", ListType(133, LongType())),
+        _opt(135, "equality_ids", ListType(136, IntegerType())),
+        _opt(140, "sort_order_id", IntegerType()),
+    )
+
+
+def manifest_entry_type(partition_type: StructType) -> StructType:
+    """The v2 ``manifest_entry`` struct for a spec's partition type."""
+    return StructType(
+        _req(0, "status", IntegerType()),
+        _opt(1, "snapshot_id", LongType()),
+        _opt(3, "sequence_number", LongType()),
+        _opt(4, "file_sequence_number", LongType()),
+        _req(2, "data_file", data_file_type(partition_type)),
+    )
+
+
+FIELD_SUMMARY_TYPE = StructType(
+    _req(509, "contains_null", BooleanType()),
+    _opt(518, "contains_nan", BooleanType()),
+    _opt(510, "lower_bound", BinaryType()),
+    _opt(511, "upper_bound", BinaryType()),
+)
+
+MANIFEST_FILE_TYPE = StructType(
+    _req(500, "manifest_path", StringType()),
+    _req(501, "manifest_length", LongType()),
+    _req(502, "partition_spec_id", IntegerType()),
+    _req(517, "content", IntegerType()),
+    _req(515, "sequence_number", LongType()),
+    _req(516, "min_sequence_number", LongType()),
+    _req(503, "added_snapshot_id", LongType()),
+    _req(504, "added_files_count", IntegerType()),
+    _req(505, "existing_files_count", IntegerType()),
+    _req(506, "deleted_files_count", IntegerType()),
+    _req(512, "added_rows_count", LongType()),
+    _req(513, "existing_rows_count", LongType()),
+    _req(514, "deleted_rows_count", LongType()),
+    _opt(507, "partitions", ListType(508, FIELD_SUMMARY_TYPE)),
+    _opt(519, "key_metadata", BinaryType()),
+)
+
+
+def _optional_fields(struct: StructType) -> StructType:
+    """Partition values may be null whatever the spec says, as in Iceberg Java."""
+    return StructType(*(replace(f, required=False) for f in struct.fields))
+
+
+# --------------------------------------------------------------------------
+# Iceberg type -> Avro schema (Appendix A), named as Iceberg Java names them
+# --------------------------------------------------------------------------
+
+
+def avro_schema(struct: StructType, record_name: str) -> dict[str, Any]:
+    """The Avro schema of ``struct``, with field ids where Appendix A puts them."""
+    return _AvroSchemaBuilder().record(struct, record_name)
+
+
+class _AvroSchemaBuilder:
+    """Converts types, defining each Avro named type once and referencing it after."""
+
+    def __init__(self) -> None:
+        self._defined: set[str] = set()
+
+    def _named(self, name: str, schema: dict[str, Any]) -> Any:
+        """The full definition the first time, the bare name afterwards."""
+        if name in self._defined:
+            return name
+        self._defined.add(name)
+        return {**schema, "name": name}
+
+    def record(self, struct: StructType, name: str) -> Any:
+        fields = [self.field(f) for f in struct.fields]
+        return self._named(name, {"type": "record", "fields": fields})
+
+    def field(self, field: NestedField) -> dict[str, Any]:
+        avro_name = _avro_name(field.name)
+        schema = _avro_field(avro_name, self.of(field.field_type, field.field_id), field)
+        if avro_name != field.name:
+            schema["iceberg-field-name"] = field.name
+        return schema
+
+    def of(self, t: IcebergType, field_id: int) -> Any:
+        if isinstance(t, StructType):
+            return self.record(t, f"r{field_id}")
+        if isinstance(t, ListType):
+            item = self.of(t.element_type, t.element_id)
+            items = item if t.element_required else ["null", item]
+            return {"type": "array", "items": items, "element-id": t.element_id}
+        if isinstance(t, MapType):
+            return self.map(t)
+        return self.primitive(t)
+
+    def map(self, t: MapType) -> dict[str, Any]:
+        """Maps are arrays of key/value records, as Java writes non-string keys."""
+        key = _avro_field("key", self.of(t.key_type, t.key_id), t.key_field)
+        value = _avro_field("value", self.of(t.value_type, t.value_id), t.value_field)
+        items = self._named(f"k{t.key_id}_v{t.value_id}", {"type": "record", "fields": [key, value]})
+        return {"type": "array", "logicalType": "map", "items": items}
+
+    def primitive(self, t: IcebergType) -> Any:
+        if isinstance(t, DecimalType):
+            return self._named(
+                f"decimal_{t.precision}_{t.scale}",
+                {
+                    "type": "fixed",
+                    "size": decimal_required_bytes(t.precision),
+                    "logicalType": "decimal",
+                    "precision": t.precision,
+                    "scale": t.scale,
+                },
+            )
+        if isinstance(t, UUIDType):
+            return self._named("uuid_fixed", {"type": "fixed", "size": 16, "logicalType": "uuid"})
+        if isinstance(t, FixedType):
+            return self._named(f"fixed_{t.length}", {"type": "fixed", "size": t.length})
+        if type(t) in _AVRO_PRIMITIVES:
+            avro_type = _AVRO_PRIMITIVES[type(t)]
+            return dict(avro_type) if isinstance(avro_type, dict) else avro_type
+        raise ValidationError(f"type {t} cannot be stored in an Avro manifest")
+
+
+def _avro_field(avro_name: str, avro_type: Any, field: NestedField) -> dict[str, Any]:
+    """A record field; optional ones are unions with null that default to null."""
+    if field.required:
+        return {"name": avro_name, "type": avro_type, "field-id": field.field_id}
+    return {"name": avro_name, "type": ["null", avro_type], "default": None, "field-id": field.field_id}
+
+
+_AVRO_PRIMITIVES: dict[type, Any] = {
+    BooleanType: "boolean",
+    IntegerType: "int",
+    LongType: "long",
+    FloatType: "float",
+    DoubleType: "double",
+    StringType: "string",
+    BinaryType: "bytes",
+    DateType: {"type": "int", "logicalType": "date"},
+    TimeType: {"type": "long", "logicalType": "time-micros"},
+    TimestampType: {"type": "long", "logicalType": "timestamp-micros", "adjust-to-utc": False},
+    TimestamptzType: {"type": "long", "logicalType": "timestamp-micros", "adjust-to-utc": True},
+}
+
+
+def decimal_required_bytes(precision: int) -> int:
+    """Fewest bytes whose two's complement holds every ``precision``-digit number."""
+    n = 1
+    while 2 ** (8 * n - 1) < 10**precision:
+        n += 1
+    return n
+
+
+def _avro_name(name: str) -> str:
+    """Iceberg Java's renaming of names Avro forbids; valid names are unchanged.
+
+    Like Java, letters are Unicode letters; a leading digit gets a "_" before
+    it and any other character becomes "_x" and its hex code.
+    """
+    out = []
+    for i, ch in enumerate(name):
+        if ch.isalpha() or ch == "_" or (i > 0 and ch.isdecimal()):
+            out.append(ch)
+        elif ch.isdecimal():
+            out.append("_" + ch)
+        else:
+            out.append(f"_x{ord(ch):X}")
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------
+# Python values <-> Avro data of partition fields
+# --------------------------------------------------------------------------
+
+
+def _partition_value_to_avro(value: Any) -> Any:
+    """fastavro takes ints for date/time/timestamps but wants uuid as 16 bytes."""
+    if isinstance(value, UUID):
+        return value.bytes
+    return value
+
+
+def _partition_value_from_avro(t: IcebergType, value: Any) -> Any:
+    """Decode the raw Avro value (logical types are not applied on read)."""
+    if value is None:
+        return None
+    if isinstance(t, DecimalType) and isinstance(value, bytes):
+        return unscaled_to_decimal(int.from_bytes(value, "big", signed=True), t.scale)
+    if isinstance(t, UUIDType):
+        return UUID(bytes=value) if isinstance(value, bytes) else UUID(value)
+    return value
+
+
+# --------------------------------------------------------------------------
+# Records: dataclasses -> Avro data
+# --------------------------------------------------------------------------
+
+
+def _map_to_avro(values: Optional[dict[int, Any]]) -> Optional[list[dict[str, Any]]]:
+    if values is None:
+        return None
+    return [{"key": k, "value": v} for k, v in sorted(values.items())]
+
+
+def _data_file_to_avro(df: DataFile, partition: list[tuple[str, NestedField]]) -> dict[str, Any]:
+    values = {
+        name: _partition_value_to_avro(v) for (name, _), v in zip(partition, df.partition)
+    }
+    return {
+        "content": int(df.content),
+        "file_path": df.file_path,
+        "file_format": FileFormat(df.file_format).value,
+        "partition": values,
+        "record_count": df.record_count,
+        "file_size_in_bytes": df.file_size_in_bytes,
+        "column_sizes": _map_to_avro(df.column_sizes),
+        "value_counts": _map_to_avro(df.value_counts),
+        "null_value_counts": _map_to_avro(df.null_value_counts),
+        "nan_value_counts": _map_to_avro(df.nan_value_counts),
+        "lower_bounds": _map_to_avro(df.lower_bounds),
+        "upper_bounds": _map_to_avro(df.upper_bounds),
+        "key_metadata": df.key_metadata,
+        "split_offsets": df.split_offsets,
+        "equality_ids": df.equality_ids,
+        "sort_order_id": df.sort_order_id,
+    }
+
+
+def _entry_to_avro(entry: ManifestEntry, partition: list[tuple[str, NestedField]]) -> dict[str, Any]:
+    return {
+        "status": int(entry.status),
+        "snapshot_id": entry.snapshot_id,
+        "sequence_number": entry.sequence_number,
+        "file_sequence_number": entry.file_sequence_number,
+        "data_file": _data_file_to_avro(entry.data_file, partition),
+    }
+
+
+def _summary_to_avro(s: FieldSummary) -> dict[str, Any]:
+    return {
+        "contains_null": s.contains_null,
+        "contains_nan": s.contains_nan,
+        "lower_bound": s.lower_bound,
+        "upper_bound": s.upper_bound,
+    }
+
+
+def _manifest_file_to_avro(m: ManifestFile) -> dict[str, Any]:
+    return {
+        "manifest_path": m.manifest_path,
+        "manifest_length": m.manifest_length,
+        "partition_spec_id": m.partition_spec_id,
+        "content": int(m.content),
+        "sequence_number": m.sequence_number,
+        "min_sequence_number": m.min_sequence_number,
+        "added_snapshot_id": m.added_snapshot_id,
+        "added_files_count": m.added_files_count,
+        "existing_files_count": m.existing_files_count,
+        "deleted_files_count": m.deleted_files_count,
+        "added_rows_count": m.added_rows_count,
+        "existing_rows_count": m.existing_rows_count,
+        "deleted_rows_count": m.deleted_rows_count,
+        "partitions": None if m.partitions is None else [_summary_to_avro(s) for s in m.partitions],
+        "key_metadata": m.key_metadata,
+    }
+
+
+# --------------------------------------------------------------------------
+# Records: Avro data -> dataclasses
+# --------------------------------------------------------------------------
+
+
+class _RecordReader:
+    """Reads fields of one file's records, naming file and field in every error."""
+
+    def __init__(self, path: str, v1_defaults: dict[str, Any]) -> None:
+        self.path = path
+        self.v1_defaults = v1_defaults
+
+    def required(self, record: dict[str, Any], name: str, where: str) -> Any:
+        value = record.get(name, self.v1_defaults.get(name))
+        if value is None:
+            raise MalformedFileError(self.path, f"{where}{name}", "required field is missing or null")
+        return value
+
+    def enum(self, enum_type: type[Enum], record: dict[str, Any], name: str, where: str) -> Any:
+        value = self.required(record, name, where)
+        try:
+            return enum_type(value.upper() if isinstance(value, str) else value)
+        except ValueError as e:
+            raise MalformedFileError(self.path, f"{where}{name}", f"unknown value {value!r}") from e
+
+
+def _map_from_avro(items: Optional[list[dict[str, Any]]]) -> Optional[dict[int, Any]]:
+    if items is None:
+        return None
+    return {item["key"]: item["value"] for item in items}
+
+
+def _data_file_from_avro(
+    r: _RecordReader,
+    rec: dict[str, Any],
+    partition: list[tuple[str, NestedField]],
+    spec_id: int,
+) -> DataFile:
+    w = "data_file."
+    values = r.required(rec, "partition", w)
+    return DataFile(
+        content=r.enum(DataFileContent, rec, "content", w),
+        file_path=r.required(rec, "file_path", w),
+        file_format=r.enum(FileFormat, rec, "file_format", w),
+        partition=tuple(_partition_value_from_avro(f.field_type, values.get(n)) for n, f in partition),
+        record_count=r.required(rec, "record_count", w),
+        file_size_in_bytes=r.required(rec, "file_size_in_bytes", w),
+        column_sizes=_map_from_avro(rec.get("column_sizes")),
+        value_counts=_map_from_avro(rec.get("value_counts")),
+        null_value_counts=_map_from_avro(rec.get("null_value_counts")),
+        nan_value_counts=_map_from_avro(rec.get("nan_value_counts")),
+        lower_bounds=_map_from_avro(rec.get("lower_bounds")),
+        upper_bounds=_map_from_avro(rec.get("upper_bounds")),
+        key_metadata=rec.get("key_metadata"),
+        split_offsets=rec.get("split_offsets"),
+        equality_ids=rec.get("equality_ids"),
+        sort_order_id=rec.get("sort_order_id"),
+        spec_id=spec_id,
+    )
+
+
+def _entry_from_avro(
+    r: _RecordReader, rec: dict[str, Any], partition: list[tuple[str, NestedField]], spec_id: int
+) -> ManifestEntry:
+    return ManifestEntry(
+        status=r.enum(ManifestEntryStatus, rec, "status", ""),
+        snapshot_id=rec.get("snapshot_id"),
+        sequence_number=rec.get("sequence_number"),
+        file_sequence_number=rec.get("file_sequence_number"),
+        data_file=_data_file_from_avro(r, r.required(rec, "data_file", ""), partition, spec_id),
+    )
+
+
+def _summary_from_avro(r: _RecordReader, rec: dict[str, Any]) -> FieldSummary:
+    return FieldSummary(
+        contains_null=r.required(rec, "contains_null", "partitions.element."),
+        contains_nan=rec.get("contains_nan"),
+        lower_bound=rec.get("lower_bound"),
+        upper_bound=rec.get("upper_bound"),
+    )
+
+
+def _manifest_file_from_avro(r: _RecordReader, rec: dict[str, Any]) -> ManifestFile:
+    partitions = rec.get("partitions")
+    return ManifestFile(
+        manifest_path=r.required(rec, "manifest_path", ""),
+        manifest_length=r.required(rec, "manifest_length", ""),
+        partition_spec_id=r.required(rec, "partition_spec_id", ""),
+        content=r.enum(ManifestContent, rec, "content", ""),
+        sequence_number=r.required(rec, "sequence_number", ""),
+        min_sequence_number=r.required(rec, "min_sequence_number", ""),
+        added_snapshot_id=r.required(rec, "added_snapshot_id", ""),
+        added_files_count=r.required(rec, "added_files_count", ""),
+        existing_files_count=r.required(rec, "existing_files_count", ""),
+        deleted_files_count=r.required(rec, "deleted_files_count", ""),
+        added_rows_count=r.required(rec, "added_rows_count", ""),
+        existing_rows_count=r.required(rec, "existing_rows_count", ""),
+        deleted_rows_count=r.required(rec, "deleted_rows_count", ""),
+        partitions=None if partitions is None else [_summary_from_avro(r, s) for s in partitions],
+        key_metadata=rec.get("key_metadata"),
+    )
+
+
+# --------------------------------------------------------------------------
+# Manifest statistics (pure)
+# --------------------------------------------------------------------------
+
+
+def _order_key(value: Any) -> Any:
+    """Sort key putting -0.0 before +0.0, as the spec's bounds require."""
+    if isinstance(value, float):
+        return (value, math.copysign(1.0, value))
+    return value
+
+
+class _FieldSummaryBuilder:
+    """Accumulates one partition field's summary over a manifest's entries."""
+
+    def __init__(self, field: NestedField) -> None:
+        self.field = field
+        self.contains_null = False
+        self.contains_nan = False
+        self.lower: Any = None
+        self.upper: Any = None
+
+    def add(self, value: Any) -> None:
+        if value is None:
+            self.contains_null = True
+        elif isinstance(value, float) and math.isnan(value):
+            self.contains_nan = True
+        else:
+            key = _order_key(value)
+            if self.lower is None or key < _order_key(self.lower):
+                self.lower = value
+            if self.upper is None or key > _order_key(self.upper):
+                self.upper = value
+
+    def build(self) -> FieldSummary:
+        return FieldSummary(
+            contains_null=self.contains_null,
+            contains_nan=self.contains_nan,
+            lower_bound=self._to_bytes(self.lower),
+            upper_bound=self._to_bytes(self.upper),
+        )
+
+    def _to_bytes(self, value: Any) -> Optional[bytes]:
+        if value is None:
+            return None
+        try:
+            return to_bytes(self.field.field_type, value)
+        except ValidationError as e:
+            raise ValidationError(f"partition field {self.field.name!r}: {e}") from e
+
+
+class _ManifestStats:
+    """Counts, row counts, min data sequence number and partition summaries."""
+
+    def __init__(self, partition_type: StructType) -> None:
+        self.files = {s: 0 for s in ManifestEntryStatus}
+        self.rows = {s: 0 for s in ManifestEntryStatus}
+        self.min_sequence_number: Optional[int] = None
+        self.summaries = [_FieldSummaryBuilder(f) for f in partition_type.fields]
+
+    def add(self, entry: ManifestEntry) -> None:
+        self.files[entry.status] += 1
+        self.rows[entry.status] += entry.data_file.record_count
+        seq = entry.sequence_number
+        if entry.status != ManifestEntryStatus.DELETED and seq is not None:
+            if self.min_sequence_number is None or seq < self.min_sequence_number:
+                self.min_sequence_number = seq
+        for builder, value in zip(self.summaries, entry.data_file.partition):
+            builder.add(value)
+
+    def manifest_file(
+        self, path: str, length: int, spec_id: int, content: ManifestContent, snapshot_id: int
+    ) -> ManifestFile:
+        s = ManifestEntryStatus
+        min_seq = self.min_sequence_number
+        return ManifestFile(
+            manifest_path=path,
+            manifest_length=length,
+            partition_spec_id=spec_id,
+            content=content,
+            sequence_number=UNASSIGNED_SEQ,
+            min_sequence_number=UNASSIGNED_SEQ if min_seq is None else min_seq,
+            added_snapshot_id=snapshot_id,
+            added_files_count=self.files[s.ADDED],
+            existing_files_count=self.files[s.EXISTING],
+            deleted_files_count=self.files[s.DELETED],
+            added_rows_count=self.rows[s.ADDED],
+            existing_rows_count=self.rows[s.EXISTING],
+            deleted_rows_count=self.rows[s.DELETED],
+            partitions=[b.build() for b in self.summaries],
+        )
+
+
+# --------------------------------------------------------------------------
+# Validation of entries before writing (pure)
+# --------------------------------------------------------------------------
+
+_CONTENTS = {
+    ManifestContent.DATA: {DataFileContent.DATA},
+    ManifestContent.DELETES: {DataFileContent.POSITION_DELETES, DataFileContent.EQUALITY_DELETES},
+}
+
+
+def _check_entry(
+    entry: ManifestEntry, content: ManifestContent, spec_id: int, n_fields: int, snapshot_id: int
+) -> None:
+    """Reject entries that would make the manifest wrong for every reader."""
+    df = entry.data_file
+    where = f"entry for {df.file_path}"
+    if DataFileContent(df.content) not in _CONTENTS[content]:
+        kind = DataFileContent(df.content).name
+        raise ValidationError(f"{where}: a {content.name} manifest cannot hold {kind} files")
+    if df.spec_id != spec_id:
+        raise ValidationError(f"{where}: file has spec id {df.spec_id}, manifest has {spec_id}")
+    if len(df.partition) != n_fields:
+        raise ValidationError(
+            f"{where}: partition has {len(df.partition)} values, spec has {n_fields} fields"
+        )
+    if entry.status != ManifestEntryStatus.ADDED:
+        if entry.sequence_number is None or entry.file_sequence_number is None:
+            raise ValidationError(
+                f"{where}: {entry.status.name} entries must carry both sequence numbers"
+            )
+    elif entry.sequence_number is None and entry.snapshot_id not in (None, snapshot_id):
+        raise ValidationError(
+            f"{where}: unassigned sequence number for a file added by snapshot {entry.snapshot_id}"
+        )
+
+
+# --------------------------------------------------------------------------
+# Files
+# --------------------------------------------------------------------------
+
+
+def _manifest_metadata(schema: Schema, spec: PartitionSpec, content: ManifestContent) -> dict[str, str]:
+    return {
+        "schema": json.dumps(schema.to_json()),
+        "schema-id": str(schema.schema_id),
+        "partition-spec": json.dumps(spec.to_json()["fields"]),
+        "partition-spec-id": str(spec.spec_id),
+        "format-version": str(FORMAT_VERSION),
+        "content": "data" if content == ManifestContent.DATA else "deletes",
+    }
+
+
+def write_manifest(
+    io: FileIO,
+    path: str,
+    schema: Schema,
+    spec: PartitionSpec,
+    snapshot_id: int,
+    entries: Iterable[ManifestEntry],
+    content: ManifestContent = ManifestContent.DATA,
+    codec: str = DEFAULT_CODEC,
+) -> ManifestFile:
+    """Write ``entries`` (streamed) as a v2 manifest and describe it for a manifest list.
+
+    The result has :data:`UNASSIGNED_SEQ` as sequence number (and as minimum
+    sequence number when no entry has one): :func:`write_manifest_list`
+    assigns the snapshot's.
+    """
+    content = ManifestContent(content)
+    partition_type = spec.partition_type(schema)
+    entry_schema = avro_schema(manifest_entry_type(partition_type), "manifest_entry")
+    partition = [(_avro_name(f.name), f) for f in partition_type.fields]
+    stats = _ManifestStats(partition_type)
+
+    def records() -> Iterator[dict[str, Any]]:
+        for entry in entries:
+            _check_entry(entry, content, spec.spec_id, len(partition), snapshot_id)
+            stats.add(entry)
+            yield _entry_to_avro(entry, partition)
+
+    metadata = _manifest_metadata(schema, spec, content)
+    with _removed_on_failure(io, path):
+        length = _write_avro(io, path, entry_schema, records(), metadata, codec)
+        return stats.manifest_file(path, length, spec.spec_id, content, snapshot_id)
+
+
+def write_manifest_list(
+    io: FileIO,
+    path: str,
+    snapshot_id: int,
+    parent_snapshot_id: Optional[int],
+    sequence_number: int,
+    manifests: Iterable[ManifestFile],
+    codec: str = DEFAULT_CODEC,
+) -> None:
+    """Write a v2 manifest list, giving new manifests the snapshot's sequence number."""
+    metadata = {
+        "snapshot-id": str(snapshot_id),
+        "parent-snapshot-id": "null" if parent_snapshot_id is None else str(parent_snapshot_id),
+        "sequence-number": str(sequence_number),
+        "format-version": str(FORMAT_VERSION),
+    }
+    records = (
+        _manifest_file_to_avro(assign_sequence_number(m, snapshot_id, sequence_number))
+        for m in manifests
+    )
+    with _removed_on_failure(io, path):
+        _write_avro(io, path, avro_schema(MANIFEST_FILE_TYPE, "manifest_file"), records, metadata, codec)
+
+
+def assign_sequence_number(manifest: ManifestFile, snapshot_id: int, sequence_number: int) -> ManifestFile:
+    """Replace :data:`UNASSIGNED_SEQ` with the committing snapshot's sequence number.
+
+    Only the snapshot that wrote a manifest may assign it a number, as in
+    Iceberg Java's ManifestListWriter; anything else is a commit bug.
+    """
+    seq, min_seq = manifest.sequence_number, manifest.min_sequence_number
+    if UNASSIGNED_SEQ not in (seq, min_seq):
+        return manifest
+    if manifest.added_snapshot_id != snapshot_id:
+        raise ValidationError(
+            f"manifest {manifest.manifest_path} has an unassigned sequence number but was "
+            f"added by snapshot {manifest.added_snapshot_id}, not {snapshot_id}"
+        )
+    return replace(
+        manifest,
+        sequence_number=sequence_number if seq == UNASSIGNED_SEQ else seq,
+        min_sequence_number=sequence_number if min_seq == UNASSIGNED_SEQ else min_seq,
+    )
+
+
+def _write_avro(
+    io: FileIO,
+    path: str,
+    schema: dict[str, Any],
+    records: Iterable[dict[str, Any]],
+    metadata: dict[str, str],
+    codec: str,
+) -> int:
+    """Stream ``records`` into a new Avro file and return its length."""
+    parsed = fastavro.parse_schema(schema)
+    with io.open_output(path) as out:
+        try:
+            fastavro.writer(out, parsed, records, codec=codec, metadata=metadata)
+        except (ValueError, TypeError, OverflowError, AttributeError) as e:
+            raise ValidationError(f"cannot write {path}: {e}") from e
+        except OSError as e:
+            raise FileIOError(path, "write", str(e)) from e
+        return int(out.tell())
+
+
+@contextmanager
+def _removed_on_failure(io: FileIO, path: str) -> Iterator[None]:
+    """Delete a file that a failure left half-written, then let the error go on."""
+    try:
+        yield
+    except BaseException as error:
+        try:
+            io.delete(path)
+        except FileIOError as cleanup:
+            error.add_note(f"also failed to delete the partial file: {cleanup}")
+        raise
+
+
+# --------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------
+
+
+_MAGIC = b"Obj\x01"
+# The Avro container header after its magic bytes.
+_HEADER_SCHEMA = fastavro.parse_schema(
+    {
+        "type": "record",
+        "name": "header",
+        "fields": [
+            {"name": "meta", "type": {"type": "map", "values": "bytes"}},
+            {"name": "sync", "type": {"type": "fixed", "name": "sync", "size": 16}},
+        ],
+    }
+)
+
+
+@dataclass(frozen=True)
+class _AvroFile:
+    """An open Avro file: its key-value metadata, writer schema and records."""
+
+    metadata: dict[str, str]
+    schema: dict[str, Any]
+    records: Iterator[dict[str, Any]]
+
+
+@contextmanager
+def _open_avro(io: FileIO, path: str) -> Iterator[_AvroFile]:
+    """Stream an Avro file's records as stored, without logical-type conversion.
+
+    fastavro would turn dates and timestamps into ``datetime`` objects, which
+    cannot hold every Iceberg value and are not the representation of
+    docs/table-api.md, so the reader is given a header whose schema has no
+    logical types. Parse and IO errors name the file.
+    """
+    with io.open_input(path) as f, _read_errors(path):
+        if f.read(len(_MAGIC)) != _MAGIC:
+            raise MalformedFileError(path, None, "not an Avro object container file")
+        header = fastavro.schemaless_reader(f, _HEADER_SCHEMA)
+        metadata = {k: v.decode("utf-8") for k, v in header["meta"].items()}
+        schema = json.loads(metadata["avro.schema"])
+        raw_header = BytesIO(_MAGIC)
+        raw_header.seek(len(_MAGIC))
+        meta = {**header["meta"], "avro.schema": json.dumps(_without_logical_types(schema)).encode()}
+        fastavro.schemaless_writer(raw_header, _HEADER_SCHEMA, {**header, "meta": meta})
+        stream = BufferedReader(_Prefixed(raw_header.getvalue(), f), 1 << 16)
+        yield _AvroFile(metadata, schema, fastavro.reader(stream))
+
+
+@contextmanager
+def _read_errors(path: str) -> Iterator[None]:
+    try:
+        yield
+    except (ValueError, EOFError, zlib.error, OverflowError, KeyError, TypeError, SystemError) as e:
+        # SystemError: fastavro's C reader on a corrupt length prefix.
+        raise MalformedFileError(path, None, f"cannot read Avro data: {e!r}") from e
+    except OSError as e:
+        raise FileIOError(path, "read", str(e)) from e
+
+
+def _without_logical_types(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_without_logical_types(s) for s in schema]
+    if isinstance(schema, dict):
+        return {k: _without_logical_types(v) for k, v in schema.items() if k != "logicalType"}
+    return schema
+
+
+class _Prefixed(RawIOBase):
+    """``prefix`` followed by the rest of ``source``: a file with a rewritten header."""
+
+    def __init__(self, prefix: bytes, source: Any) -> None:
+        self._prefix = memoryview(prefix)
+        self._source = source
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if len(self._prefix):
+            n = min(len(buffer), len(self._prefix))
+            buffer[:n] = self._prefix[:n]
+            self._prefix = self._prefix[n:]
+            return n
+        data = self._source.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def read_manifest_list(io: FileIO, path: str) -> list[ManifestFile]:
+    """The manifests of a snapshot, in the order the manifest list stores them."""
+    with _open_avro(io, path) as avro:
+        r = _RecordReader(path, _v1_defaults(avro.metadata, _V1_MANIFEST_LIST_DEFAULTS))
+        return [_manifest_file_from_avro(r, rec) for rec in avro.records]
+
+
+def read_manifest_entries(
+    io: FileIO, manifest: ManifestFile, partition_type: Optional[StructType] = None
+) -> Iterator[ManifestEntry]:
+    """Stream a manifest's entries with inherited snapshot ids and sequence numbers.
+
+    ``partition_type`` defaults to the one described by the manifest's own
+    ``schema`` and ``partition-spec`` metadata, so files of any writer read.
+    """
+    path = manifest.manifest_path
+    with _open_avro(io, path) as avro:
+        r = _RecordReader(path, _v1_defaults(avro.metadata, _V1_MANIFEST_DEFAULTS))
+        if partition_type is None:
+            partition_type = _partition_type_of(path, avro.metadata)
+        partition = _partition_fields(path, avro.schema, partition_type)
+        for rec in avro.records:
+            entry = _entry_from_avro(r, rec, partition, manifest.partition_spec_id)
+            yield inherit(entry, manifest)
+
+
+def inherit(entry: ManifestEntry, manifest: ManifestFile) -> ManifestEntry:
+    """Fill null snapshot id and sequence numbers from the manifest (spec rules).
+
+    Sequence numbers are inherited by ADDED entries only (and by every entry
+    of a v1 manifest, whose sequence number is 0). A manifest that is not yet
+    committed (:data:`UNASSIGNED_SEQ`) has nothing to give, so nulls stay.
+    """
+    seq = manifest.sequence_number
+    inherits = entry.status == ManifestEntryStatus.ADDED or seq == 0
+    if not inherits and (entry.sequence_number is None or entry.file_sequence_number is None):
+        field = "sequence_number" if entry.sequence_number is None else "file_sequence_number"
+        raise MalformedFileError(
+            manifest.manifest_path, field, f"must be set for {entry.status.name} entries"
+        )
+    can_fill = inherits and seq != UNASSIGNED_SEQ
+    return replace(
+        entry,
+        snapshot_id=manifest.added_snapshot_id if entry.snapshot_id is None else entry.snapshot_id,
+        sequence_number=seq if can_fill and entry.sequence_number is None else entry.sequence_number,
+        file_sequence_number=(
+            seq if can_fill and entry.file_sequence_number is None else entry.file_sequence_number
+        ),
+    )
+
+
+_V1_MANIFEST_DEFAULTS = {"content": int(DataFileContent.DATA)}
+_V1_MANIFEST_LIST_DEFAULTS = {
+    "content": int(ManifestContent.DATA),
+    "sequence_number": 0,
+    "min_sequence_number": 0,
+}
+
+
+def _v1_defaults(metadata: dict[str, str], defaults: dict[str, Any]) -> dict[str, Any]:
+    """v1 files lack the v2 fields; the spec gives them these values."""
+    return defaults if metadata.get("format-version", "1") == "1" else {}
+
+
+def _partition_fields(
+    path: str, entry: dict[str, Any], partition_type: StructType
+) -> list[tuple[str, NestedField]]:
+    """Pairs (Avro name, partition field) found by field id in the file's schema."""
+    try:
+        avro_partition = _avro_field_type(_avro_field_type(entry, "data_file"), "partition")
+        by_id = {f["field-id"]: f["name"] for f in avro_partition["fields"] if "field-id" in f}
+    except (KeyError, TypeError, ValueError, StopIteration) as e:
+        raise MalformedFileError(path, "data_file.partition", f"unexpected Avro schema: {e!r}") from e
+    for f in partition_type.fields:
+        if f.field_id not in by_id:
+            field = f"data_file.partition.{f.name}"
+            raise MalformedFileError(path, field, f"no Avro field has field-id {f.field_id}")
+    return [(by_id[f.field_id], f) for f in partition_type.fields]
+
+
+def _avro_field_type(record: dict[str, Any], name: str) -> dict[str, Any]:
+    field = next(f for f in record["fields"] if f["name"] == name)
+    t = field["type"]
+    if isinstance(t, list):
+        t = next(b for b in t if b != "null")
+    if not isinstance(t, dict):
+        raise TypeError(f"{name} is not a record")
+    return t
+
+
+def _partition_type_of(path: str, metadata: dict[str, str]) -> StructType:
+    """The partition type recorded in a manifest's key-value metadata."""
+    for key in ("schema", "partition-spec"):
+        if key not in metadata:
+            raise MalformedFileError(path, key, "missing from the key-value metadata")
+    try:
+        schema = schema_from_json(json.loads(metadata["schema"]))
+        fields = json.loads(metadata["partition-spec"])
+        spec = partition_spec_from_json({"spec-id": 0, "fields": fields})
+        return spec.partition_type(schema)
+    except (ValueError, TableError) as e:
+        raise MalformedFileError(path, "partition-spec", f"cannot derive the partition type: {e}") from e
