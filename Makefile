@@ -8,7 +8,7 @@ VENV   := .venv
 JARS   := .cache/jars
 PYTEST_ARGS ?=
 
-.PHONY: setup venv jars test demo clean
+.PHONY: setup venv jars postgres test demo clean
 
 setup: venv jars
 
@@ -23,7 +23,13 @@ $(VENV)/.installed: pyproject.toml
 jars:
 	deploy/fetch-jars.sh $(JARS)
 
-test: setup
+# The catalog tests start a real PostgreSQL server from Debian's package.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null 2>&1 || \
+	  { echo "installing PostgreSQL (Debian package) for the catalog tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
+
+test: setup postgres
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 demo: setup
