@@ -19,7 +19,8 @@ promotions plus representation changes such as ``large_string`` -> ``string``.
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Union
+import uuid
+from typing import Any, Callable, Optional, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -297,7 +298,7 @@ def _conform_struct(array: pa.Array, struct: StructType, target: pa.DataType, pa
         conformed = _conform_field(child, len(array), field, child_path)
         _check_required(conformed, field, child_path, parent_valid=array.is_valid())
         children.append(conformed)
-    return pa.StructArray.from_arrays(children, fields=list(target), mask=_null_mask(array))
+    return pa.StructArray.from_arrays(children, fields=list(target), mask=null_mask(array))
 
 
 def _conform_list(array: pa.Array, list_type: ListType, target: pa.DataType, path: str) -> pa.Array:
@@ -306,9 +307,9 @@ def _conform_list(array: pa.Array, list_type: ListType, target: pa.DataType, pat
     if not pa.types.is_list(array.type):
         array = array.cast(pa.list_(array.type.value_field))
     element_path = f"{path}.element"
-    offsets, (values,) = _rebased(array, array.values)
+    offsets, (values,) = rebased(array, array.values)
     values = _conform_array(values, list_type.element_type, target.value_type, element_path)
-    rebuilt = pa.ListArray.from_arrays(offsets, values, type=target, mask=_null_mask(array))
+    rebuilt = pa.ListArray.from_arrays(offsets, values, type=target, mask=null_mask(array))
     _check_required(rebuilt.flatten(), list_type.element_field, element_path, parent_valid=None)
     return rebuilt
 
@@ -316,21 +317,21 @@ def _conform_list(array: pa.Array, list_type: ListType, target: pa.DataType, pat
 def _conform_map(array: pa.Array, map_type: MapType, target: pa.DataType, path: str) -> pa.Array:
     if not pa.types.is_map(array.type):
         raise SchemaError(f"column {path!r} is a map in the table but {array.type} in the data")
-    offsets, (keys, items) = _rebased(array, array.keys, array.items)
+    offsets, (keys, items) = rebased(array, array.keys, array.items)
     keys = _conform_array(keys, map_type.key_type, target.key_type, f"{path}.key")
     items = _conform_array(items, map_type.value_type, target.item_type, f"{path}.value")
-    rebuilt = pa.MapArray.from_arrays(offsets, keys, items, type=target, mask=_null_mask(array))
+    rebuilt = pa.MapArray.from_arrays(offsets, keys, items, type=target, mask=null_mask(array))
     entries = pa.ListArray.from_arrays(
         rebuilt.offsets,
         pa.StructArray.from_arrays([rebuilt.keys, rebuilt.items], names=["key", "value"]),
-        mask=_null_mask(rebuilt),
+        mask=null_mask(rebuilt),
     ).flatten()
     _check_required(entries.field(0), map_type.key_field, f"{path}.key", parent_valid=None)
     _check_required(entries.field(1), map_type.value_field, f"{path}.value", parent_valid=None)
     return rebuilt
 
 
-def _rebased(array: pa.Array, *children: pa.Array) -> tuple[pa.Array, list[pa.Array]]:
+def rebased(array: pa.Array, *children: pa.Array) -> tuple[pa.Array, list[pa.Array]]:
     """Zero-based offsets of a (possibly sliced) list/map and the children they span.
 
     pyarrow rebuilds a list with a null mask only from offsets that start a
@@ -398,8 +399,14 @@ def _check_required(
         raise ValidationError(f"column {path!r} is required but has {nulls} null value(s)")
 
 
-def _null_mask(array: pa.Array) -> Optional[pa.Array]:
+def null_mask(array: pa.Array) -> Optional[pa.Array]:
+    """The validity of ``array`` as a mask for ``from_arrays``; None when nothing is null."""
     return array.is_null() if array.null_count else None
+
+
+def arrow_value(value: Any) -> Any:
+    """A Python value as ``pa.scalar`` takes it (uuids as their 16 bytes)."""
+    return value.bytes if isinstance(value, uuid.UUID) else value
 
 
 _Converter = Callable[[pa.Array, IcebergType, pa.DataType, str], pa.Array]

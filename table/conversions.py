@@ -433,12 +433,17 @@ def _float_to_json(t: IcebergType, value: Any) -> float:
     return shortest_float32(_float32(t, value))
 
 
-_TO_JSON: dict[type, Callable[[Any, Any], Any]] = {
+# Booleans, ints, longs and doubles are JSON as they are, once checked.
+_JSON_AS_IS: dict[type, Callable[[Any, Any], Any]] = {
     BooleanType: lambda t, v: _check_type(t, v, bool),
     IntegerType: lambda t, v: _check_int(t, v, INT_MIN, INT_MAX),
     LongType: lambda t, v: _check_int(t, v, LONG_MIN, LONG_MAX),
-    FloatType: _float_to_json,
     DoubleType: _finite,
+}
+
+_TO_JSON: dict[type, Callable[[Any, Any], Any]] = {
+    **_JSON_AS_IS,
+    FloatType: _float_to_json,
     DecimalType: _decimal_json,
     DateType: lambda t, v: iso_date(_check_int(t, v, INT_MIN, INT_MAX)),
     TimeType: lambda t, v: iso_time(_time_micros(t, v)),
@@ -451,11 +456,8 @@ _TO_JSON: dict[type, Callable[[Any, Any], Any]] = {
 }
 
 _FROM_JSON: dict[type, Callable[[Any, Any], Any]] = {
-    BooleanType: lambda t, j: _check_type(t, j, bool),
-    IntegerType: lambda t, j: _check_int(t, j, INT_MIN, INT_MAX),
-    LongType: lambda t, j: _check_int(t, j, LONG_MIN, LONG_MAX),
+    **_JSON_AS_IS,
     FloatType: _float32,
-    DoubleType: _finite,
     DecimalType: _decimal_from_json,
     DateType: lambda t, j: _check_int(t, parse_iso_date(_check_type(t, j, str)), INT_MIN, INT_MAX),
     TimeType: lambda t, j: parse_iso_time(_check_type(t, j, str)),

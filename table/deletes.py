@@ -26,11 +26,9 @@ from table.manifest import DataFile, DataFileContent
 from table.metrics import FULL, MetricsConfig
 from table.parquet import DEFAULT_TARGET_FILE_SIZE, ArrowData, DataFileWriter, FileNameFactory
 from table.partitioning import PartitionSpec
-from table.schema import Schema
-from table.types import DoubleType, FloatType, LongType, NestedField, StringType, StructType
+from table.schema import DELETE_FILE_PATH, DELETE_FILE_POS, Schema
+from table.types import DoubleType, FloatType, NestedField, StructType
 
-DELETE_FILE_PATH = NestedField(2147483546, "file_path", StringType(), required=True)
-DELETE_FILE_POS = NestedField(2147483545, "pos", LongType(), required=True)
 POSITION_DELETE_SCHEMA = Schema(DELETE_FILE_PATH, DELETE_FILE_POS)
 POSITION_DELETE_METRICS = MetricsConfig(default=FULL)
 DEFAULT_MAX_BUFFERED_ROWS = 1_000_000

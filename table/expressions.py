@@ -1,24 +1,17 @@
-"""Row filter predicates and their evaluators (spec: "Scan Planning").
+"""Row filter predicates: the expression model, binding and literals (spec "Scan Planning").
 
 Filters are written by column name (``col("id") == 5``) and then bound to a
 schema: binding resolves each name to a field id and converts each literal to
-the field's Python representation (docs/table-api.md). Bound expressions are
-evaluated four ways:
-
-* :func:`to_arrow_filter` and :func:`row_matches` decide whether a row matches;
-* :func:`metrics_might_match` decides whether a data or delete file *may*
-  contain a matching row, from its column metrics;
-* :func:`project_to_partition` turns a row filter into an *inclusive* filter over
-  a partition tuple, which :func:`partition_might_match` evaluates on one
-  file's tuple and :func:`manifest_might_match` on a manifest's field summaries.
+the field's Python representation (docs/table-api.md). Evaluating bound
+expressions against rows, file metrics, partitions and manifests is
+:mod:`table.evaluators`' job.
 
 Semantics. :func:`bind` rewrites ``Not`` away (negation normal form) so that
 every evaluator sees only ``And``/``Or`` over predicates. A comparison (``==``,
 ``!=``, ``<``, ``in``, ``not in``, ...) with a null value is false, as in SQL,
 and NaN compares as in IEEE 754 (``NaN < x`` and ``NaN == x`` are false,
 ``NaN != x`` is true). ``is_null``/``not_null``/``is_nan``/``not_nan`` are never
-unknown. The inclusive evaluators must never answer "cannot match" for a file
-that holds a matching row; they answer "might match" whenever they cannot tell.
+unknown.
 """
 
 from __future__ import annotations
@@ -30,18 +23,11 @@ import uuid
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from table.arrow_schema import type_to_arrow
-from table.conversions import from_bytes, from_json
-from table.errors import MalformedFileError, ValidationError
-from table.manifest import DataFile, FieldSummary
-from table.partitioning import PartitionField, PartitionSpec
+from table.conversions import from_json
+from table.errors import ValidationError
 from table.schema import Schema
-from table.transforms import Op, Transform  # Op: projection's operator enum; its values are ours
 from table.types import (
     BinaryType,
     BooleanType,
@@ -61,11 +47,6 @@ from table.types import (
     TimeType,
     UUIDType,
 )
-
-# Above this many values an ``in`` predicate is not checked against bounds:
-# the check costs more than it saves (the same limit as Iceberg Java).
-IN_PREDICATE_LIMIT = 200
-
 
 class Operation(Enum):
     """A predicate operator."""
@@ -421,7 +402,7 @@ def _bind_predicate(pred: UnboundPredicate, schema: Schema, case_sensitive: bool
     values = [_to_literal(pred.column, field.field_type, v) for v in pred.literals]
     if not pred.op.is_set:
         return BoundPredicate(pred.op, ref, tuple(values))
-    return _bind_set(pred.op, ref, values)
+    return bind_set(pred.op, ref, values)
 
 
 def _bind_unary(op: Operation, ref: BoundReference, never_null: bool) -> BooleanExpression:
@@ -434,7 +415,9 @@ def _bind_unary(op: Operation, ref: BoundReference, never_null: bool) -> Boolean
     return BoundPredicate(op, ref)
 
 
-def _bind_set(op: Operation, ref: BoundReference, values: list[Any]) -> BooleanExpression:
+def bind_set(op: Operation, ref: BoundReference, values: list[Any]) -> BooleanExpression:
+    """An ``in``/``not in`` predicate with sorted, unique literals; empty and
+    one-element sets fold to a constant or a comparison."""
     unique = sorted(set(values))
     if not unique:
         return ALWAYS_FALSE if op is Operation.IN else ALWAYS_TRUE
@@ -609,135 +592,6 @@ _CONVERTERS: dict[type, Callable[[PrimitiveType, Any], Any]] = {
 }
 
 
-# --------------------------------------------------------------------------
-# Row evaluation: Arrow and Python
-# --------------------------------------------------------------------------
-
-
-def to_arrow_filter(bound: BooleanExpression) -> pc.Expression:
-    """A ``pyarrow.compute.Expression`` selecting the matching rows of a table
-    whose columns are named by the bound references' paths."""
-    expr = rewrite_not(bound)
-    if expr is ALWAYS_TRUE:
-        return pc.scalar(True)
-    if expr is ALWAYS_FALSE:
-        return pc.scalar(False)
-    if isinstance(expr, And):
-        return to_arrow_filter(expr.left) & to_arrow_filter(expr.right)
-    if isinstance(expr, Or):
-        return to_arrow_filter(expr.left) | to_arrow_filter(expr.right)
-    if isinstance(expr, BoundPredicate):
-        return _arrow_predicate(expr)
-    raise ValidationError(f"cannot evaluate {expr!r}: bind it to a schema first")
-
-
-def _arrow_predicate(pred: BoundPredicate) -> pc.Expression:
-    field, arrow_type = _arrow_operand(pred.ref)
-    op = pred.op
-    if op is Operation.IS_NULL:
-        return field.is_null()
-    if op is Operation.NOT_NULL:
-        return field.is_valid()
-    if op is Operation.IS_NAN:
-        return pc.is_nan(field)
-    if op is Operation.NOT_NAN:
-        return field.is_null() | ~pc.is_nan(field)
-    if op.is_set:
-        values = pa.array([_arrow_value(v) for v in _with_signed_zeros(pred.literals)], type=arrow_type)
-        found = pc.is_in(field, value_set=values)
-        # is_in says false, not null, for a null value; NOT IN must not match it.
-        return found if op is Operation.IN else (~found & field.is_valid())
-    literal = pa.scalar(_arrow_value(pred.literal), type=arrow_type)
-    return _ARROW_COMPARE[op](field, literal)
-
-
-def _arrow_operand(ref: BoundReference) -> tuple[pc.Expression, pa.DataType]:
-    """The column expression and the Arrow type its literals take.
-
-    Arrow kernels do not compare the ``arrow.uuid`` extension type, so uuid
-    columns are compared through their 16-byte storage.
-    """
-    field = pc.field(*ref.path)
-    if isinstance(ref.field_type, UUIDType):
-        return field.cast(pa.binary(16)), pa.binary(16)
-    return field, type_to_arrow(ref.field_type)
-
-
-_ARROW_COMPARE: dict[Operation, Callable[[pc.Expression, pa.Scalar], pc.Expression]] = {
-    Operation.EQ: lambda f, v: f == v,
-    Operation.NE: lambda f, v: f != v,
-    Operation.LT: lambda f, v: f < v,
-    Operation.LE: lambda f, v: f <= v,
-    Operation.GT: lambda f, v: f > v,
-    Operation.GE: lambda f, v: f >= v,
-}
-
-
-def _with_signed_zeros(literals: Sequence[Any]) -> list[Any]:
-    """``is_in`` hashes -0.0 and 0.0 apart, but they compare equal (IEEE 754)."""
-    if any(isinstance(v, float) and v == 0.0 for v in literals):
-        return [v for v in literals if not (isinstance(v, float) and v == 0.0)] + [0.0, -0.0]
-    return list(literals)
-
-
-def _arrow_value(v: Any) -> Any:
-    """Python value -> what ``pa.scalar`` accepts for the column's Arrow type."""
-    return v.bytes if isinstance(v, uuid.UUID) else v
-
-
-def row_matches(bound: BooleanExpression, row: Mapping[int, Any]) -> bool:
-    """Whether one row (field id → value) matches; the reference for the other
-    evaluators' semantics."""
-    return _evaluate(rewrite_not(bound), lambda ref: row.get(ref.field_id))
-
-
-def _evaluate(expr: BooleanExpression, value_of: Callable[[BoundReference], Any]) -> bool:
-    if expr is ALWAYS_TRUE:
-        return True
-    if expr is ALWAYS_FALSE:
-        return False
-    if isinstance(expr, And):
-        return _evaluate(expr.left, value_of) and _evaluate(expr.right, value_of)
-    if isinstance(expr, Or):
-        return _evaluate(expr.left, value_of) or _evaluate(expr.right, value_of)
-    if isinstance(expr, BoundPredicate):
-        return _test_value(expr, value_of(expr.ref))
-    raise ValidationError(f"cannot evaluate {expr!r}: bind it to a schema first")
-
-
-def _test_value(pred: BoundPredicate, value: Any) -> bool:
-    op = pred.op
-    if op is Operation.IS_NULL:
-        return value is None
-    if op is Operation.NOT_NULL:
-        return value is not None
-    if op is Operation.IS_NAN:
-        return _is_nan(value)
-    if op is Operation.NOT_NAN:
-        return not _is_nan(value)
-    if value is None:
-        return False
-    if op is Operation.IN:
-        return any(value == lit for lit in pred.literals)
-    if op is Operation.NOT_IN:
-        return all(value != lit for lit in pred.literals)
-    return _PY_COMPARE[op](value, pred.literal)
-
-
-def _is_nan(value: Any) -> bool:
-    return isinstance(value, float) and math.isnan(value)
-
-
-_PY_COMPARE: dict[Operation, Callable[[Any, Any], bool]] = {
-    Operation.EQ: lambda a, b: a == b,
-    Operation.NE: lambda a, b: a != b,
-    Operation.LT: lambda a, b: a < b,
-    Operation.LE: lambda a, b: a <= b,
-    Operation.GT: lambda a, b: a > b,
-    Operation.GE: lambda a, b: a >= b,
-}
-
-
 def referenced_field_ids(bound: BooleanExpression) -> set[int]:
     """The field ids a bound expression reads."""
     if isinstance(bound, (And, Or)):
@@ -749,307 +603,25 @@ def referenced_field_ids(bound: BooleanExpression) -> set[int]:
     return set()
 
 
-# --------------------------------------------------------------------------
-# Inclusive evaluation on file metrics (Iceberg Java: InclusiveMetricsEvaluator)
-# --------------------------------------------------------------------------
-
-
-def metrics_might_match(bound: BooleanExpression, data_file: DataFile) -> bool:
-    """False only if the file's metrics prove that no row matches ``bound``.
-
-    ``data_file`` is a data or delete file. Bounds
-    are Appendix D values, possibly written with a type that was promoted
-    since (int -> long, float -> double); truncated string bounds are still
-    valid bounds, so plain comparisons against them stay inclusive.
-    """
-    if data_file.record_count == 0:
-        return False
-    return _metrics_eval(rewrite_not(bound), _FileMetrics(data_file))
-
-
-class _FileMetrics:
-    """The metric maps of one file, with missing maps read as empty."""
-
-    def __init__(self, data_file: DataFile) -> None:
-        self.path = data_file.file_path
-        self.values = data_file.value_counts or {}
-        self.nulls = data_file.null_value_counts or {}
-        self.nans = data_file.nan_value_counts or {}
-        self.lowers = data_file.lower_bounds or {}
-        self.uppers = data_file.upper_bounds or {}
-
-    def nulls_only(self, field_id: int) -> bool:
-        values, nulls = self.values.get(field_id), self.nulls.get(field_id)
-        return values is not None and nulls is not None and values == nulls
-
-    def nans_only(self, field_id: int) -> bool:
-        values, nans = self.values.get(field_id), self.nans.get(field_id)
-        return values is not None and nans is not None and values == nans
-
-    def lower(self, ref: BoundReference) -> Any:
-        return decode_bound(ref.field_type, self.lowers.get(ref.field_id), self.path, ref.field_id)
-
-    def upper(self, ref: BoundReference) -> Any:
-        return decode_bound(ref.field_type, self.uppers.get(ref.field_id), self.path, ref.field_id)
-
-
-def decode_bound(t: PrimitiveType, raw: Optional[bytes], path: str = "", field_id: int = 0) -> Any:
-    """An Appendix D bound as a Python value of type ``t``, or None when unknown.
-
-    ``from_bytes`` reads bounds written before an int -> long or float ->
-    double promotion. NaN is never a valid bound (spec note on
-    ``lower_bounds``), so it reads as unknown.
-    """
-    if raw is None:
-        return None
-    try:
-        value = from_bytes(t, raw)
-    except ValidationError as exc:
-        raise MalformedFileError(path, f"bounds of field {field_id}", str(exc)) from exc
-    return None if _is_nan(value) else value
-
-
-def _metrics_eval(expr: BooleanExpression, m: _FileMetrics) -> bool:
-    if expr is ALWAYS_TRUE:
-        return True
-    if expr is ALWAYS_FALSE:
-        return False
-    if isinstance(expr, And):
-        return _metrics_eval(expr.left, m) and _metrics_eval(expr.right, m)
-    if isinstance(expr, Or):
-        return _metrics_eval(expr.left, m) or _metrics_eval(expr.right, m)
-    if isinstance(expr, BoundPredicate):
-        return _METRIC_RULES[expr.op](expr, m)
-    raise ValidationError(f"cannot evaluate {expr!r}: bind it to a schema first")
-
-
-def _m_is_null(p: BoundPredicate, m: _FileMetrics) -> bool:
-    return m.nulls.get(p.ref.field_id) != 0
-
-
-def _m_not_null(p: BoundPredicate, m: _FileMetrics) -> bool:
-    return not m.nulls_only(p.ref.field_id)
-
-
-def _m_is_nan(p: BoundPredicate, m: _FileMetrics) -> bool:
-    return m.nans.get(p.ref.field_id) != 0 and not m.nulls_only(p.ref.field_id)
-
-
-def _m_not_nan(p: BoundPredicate, m: _FileMetrics) -> bool:
-    return not m.nans_only(p.ref.field_id)
-
-
-def _no_comparable_values(p: BoundPredicate, m: _FileMetrics) -> bool:
-    """Every value is null, or every value is NaN: no comparison can be true."""
-    return m.nulls_only(p.ref.field_id) or m.nans_only(p.ref.field_id)
-
-
-def _m_compare_lower(p: BoundPredicate, m: _FileMetrics) -> bool:
-    """``<`` and ``<=``: some value must be below the literal; look at the lower bound."""
-    if _no_comparable_values(p, m):
-        return False
-    lower = m.lower(p.ref)
-    if lower is None:
-        return True
-    return lower < p.literal if p.op is Operation.LT else lower <= p.literal
-
-
-def _m_compare_upper(p: BoundPredicate, m: _FileMetrics) -> bool:
-    """``>`` and ``>=``: some value must be above the literal; look at the upper bound."""
-    if _no_comparable_values(p, m):
-        return False
-    upper = m.upper(p.ref)
-    if upper is None:
-        return True
-    return upper > p.literal if p.op is Operation.GT else upper >= p.literal
-
-
-def _m_in_range(p: BoundPredicate, m: _FileMetrics) -> bool:
-    """``==`` and ``in``: some literal must lie within [lower, upper]."""
-    if _no_comparable_values(p, m):
-        return False
-    if len(p.literals) > IN_PREDICATE_LIMIT:
-        return True
-    return _some_within(p.literals, m.lower(p.ref), m.upper(p.ref))
-
-
-def _some_within(literals: Sequence[Any], lower: Any, upper: Any) -> bool:
-    return any(
-        (lower is None or lower <= v) and (upper is None or v <= upper) for v in literals
-    )
-
-
-def _m_always(p: BoundPredicate, m: _FileMetrics) -> bool:
-    """``!=`` and ``not in``: bounds need not be values of the file, so they prove nothing."""
-    return True
-
-
-_METRIC_RULES: dict[Operation, Callable[[BoundPredicate, _FileMetrics], bool]] = {
-    Operation.IS_NULL: _m_is_null,
-    Operation.NOT_NULL: _m_not_null,
-    Operation.IS_NAN: _m_is_nan,
-    Operation.NOT_NAN: _m_not_nan,
-    Operation.LT: _m_compare_lower,
-    Operation.LE: _m_compare_lower,
-    Operation.GT: _m_compare_upper,
-    Operation.GE: _m_compare_upper,
-    Operation.EQ: _m_in_range,
-    Operation.IN: _m_in_range,
-    Operation.NE: _m_always,
-    Operation.NOT_IN: _m_always,
-}
-
-
-# --------------------------------------------------------------------------
-# Partition tuples and manifest summaries (Iceberg Java: ManifestEvaluator)
-# --------------------------------------------------------------------------
-
-
-def partition_might_match(projected: BooleanExpression, partition: Sequence[Any]) -> bool:
-    """Whether a file with this partition tuple may hold matching rows.
-
-    ``projected`` comes from :func:`project_to_partition`; an inclusive
-    projection matches a partition exactly when it may hold a matching row, so
-    this is plain row evaluation over the tuple.
-    """
-    return _evaluate(rewrite_not(projected), lambda ref: partition[_position(ref)])
-
-
-def _position(ref: BoundReference) -> int:
-    if ref.position is None:
-        raise ValidationError(
-            f"{ref.name!r} is not a partition field: project the filter with project_to_partition"
-        )
-    return ref.position
-
-
-def manifest_might_match(projected: BooleanExpression, partitions: Optional[Sequence[FieldSummary]]) -> bool:
-    """Whether a manifest whose partition field summaries (``FieldSummary``,
-    one per spec field, in spec order) are ``partitions`` may list a matching file."""
-    if not partitions:
-        return True
-    return _summary_eval(rewrite_not(projected), partitions)
-
-
-def _summary_eval(expr: BooleanExpression, partitions: Sequence[FieldSummary]) -> bool:
-    if expr is ALWAYS_TRUE:
-        return True
-    if expr is ALWAYS_FALSE:
-        return False
-    if isinstance(expr, And):
-        return _summary_eval(expr.left, partitions) and _summary_eval(expr.right, partitions)
-    if isinstance(expr, Or):
-        return _summary_eval(expr.left, partitions) or _summary_eval(expr.right, partitions)
-    if isinstance(expr, BoundPredicate):
-        position = _position(expr.ref)
-        if position >= len(partitions):
-            raise ValidationError(
-                f"partition field {expr.ref.name!r} is field {position} of the spec, "
-                f"but the manifest summarizes only {len(partitions)} fields"
-            )
-        return _summary_rule(expr, _Summary(expr.ref, partitions[position]))
-    raise ValidationError(f"cannot evaluate {expr!r}: bind it to a schema first")
-
-
-class _Summary:
-    """One ``FieldSummary`` with its bounds decoded as the partition field's type."""
-
-    def __init__(self, ref: BoundReference, summary: FieldSummary) -> None:
-        self.contains_null = summary.contains_null
-        self.contains_nan = summary.contains_nan
-        where = f"partition field {ref.name}"
-        self.lower = decode_bound(ref.field_type, summary.lower_bound, where, ref.field_id)
-        self.upper = decode_bound(ref.field_type, summary.upper_bound, where, ref.field_id)
-        # Bounds cover the non-null, non-NaN values: no lower bound means there are none.
-        self.no_values = summary.lower_bound is None
-        self.is_float = isinstance(ref.field_type, (FloatType, DoubleType))
-
-    def all_null(self) -> bool:
-        if not (self.contains_null and self.no_values):
-            return False
-        # A float field without bounds may hold NaNs instead of nulls.
-        return not self.is_float or self.contains_nan is False
-
-    def all_nan(self) -> bool:
-        return self.contains_nan is True and not self.contains_null and self.no_values
-
-
-def _summary_rule(p: BoundPredicate, s: _Summary) -> bool:
-    op = p.op
-    if op is Operation.IS_NULL:
-        return bool(s.contains_null)
-    if op is Operation.NOT_NULL:
-        return not s.all_null()
-    if op is Operation.IS_NAN:
-        return s.contains_nan is not False
-    if op is Operation.NOT_NAN:
-        return not s.all_nan()
-    if op in (Operation.NE, Operation.NOT_IN):
-        return True
-    if s.no_values:
-        return False  # only nulls and NaNs, which no comparison matches
-    if op is Operation.LT:
-        return s.lower is None or s.lower < p.literal
-    if op is Operation.LE:
-        return s.lower is None or s.lower <= p.literal
-    if op is Operation.GT:
-        return s.upper is None or s.upper > p.literal
-    if op is Operation.GE:
-        return s.upper is None or s.upper >= p.literal
-    if len(p.literals) > IN_PREDICATE_LIMIT:
-        return True
-    return _some_within(p.literals, s.lower, s.upper)
-
-
-# --------------------------------------------------------------------------
-# Inclusive projection onto a partition spec (Iceberg Java: Projections.inclusive)
-# --------------------------------------------------------------------------
-
-
-def project_to_partition(bound: BooleanExpression, spec: PartitionSpec, schema: Schema) -> BooleanExpression:
-    """A filter over ``spec``'s partition tuple that every partition holding a
-    row matching ``bound`` satisfies.
-
-    Each predicate is projected through every partition field whose source is
-    its column (the results are ANDed, as all of them hold); a predicate that
-    no field can project becomes ALWAYS_TRUE. The references of the result
-    carry their ``position`` in the partition tuple.
-    """
-    partition_type = spec.partition_type(schema)
-    refs = [
-        BoundReference(pf.field_id, field.field_type, (pf.name,), position)
-        for position, (pf, field) in enumerate(zip(spec.fields, partition_type.fields))
-    ]
-    return _project(rewrite_not(bound), list(zip(spec.fields, refs)))
-
-
-_SpecFields = list[tuple[PartitionField, BoundReference]]
-
-
-def _project(expr: BooleanExpression, fields: _SpecFields) -> BooleanExpression:
-    if isinstance(expr, And):
-        return and_(_project(expr.left, fields), _project(expr.right, fields))
-    if isinstance(expr, Or):
-        return or_(_project(expr.left, fields), _project(expr.right, fields))
-    if isinstance(expr, BoundPredicate):
-        result: BooleanExpression = ALWAYS_TRUE
-        for pf, ref in fields:
-            if pf.source_id == expr.ref.field_id:
-                result = and_(result, _project_predicate(expr, pf.transform, ref))
-        return result
-    if isinstance(expr, (AlwaysTrue, AlwaysFalse)):
-        return expr
-    raise ValidationError(f"cannot project {expr!r}: bind it to a schema first")
-
-
-def _project_predicate(pred: BoundPredicate, transform: Transform, ref: BoundReference) -> BooleanExpression:
-    literal = frozenset(pred.literals) if pred.op.is_set else (pred.literal if pred.literals else None)
-    projected = transform.project_inclusive(pred.ref.field_type, Op(pred.op.value), literal)
-    if projected is None:
-        return ALWAYS_TRUE
-    op = Operation(Op(projected.op).value)
-    if op.is_unary:
-        return BoundPredicate(op, ref)
-    if op.is_set:
-        return _bind_set(op, ref, list(projected.value))
-    return BoundPredicate(op, ref, (projected.value,))
+_MOVED_TO_EVALUATORS = frozenset(
+    {
+        "IN_PREDICATE_LIMIT",
+        "decode_bound",
+        "manifest_might_match",
+        "metrics_might_match",
+        "partition_might_match",
+        "project_to_partition",
+        "row_matches",
+        "to_arrow_filter",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    """The evaluators live in :mod:`table.evaluators`; they stay importable from
+    here, lazily, because that module builds on this one."""
+    if name in _MOVED_TO_EVALUATORS:
+        from table import evaluators
+
+        return getattr(evaluators, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

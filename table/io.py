@@ -247,6 +247,23 @@ class FileIO:
             return self._fs.get_file_info(path)
 
 
+@contextmanager
+def removed_on_failure(io: FileIO, path: str) -> Iterator[None]:
+    """Delete a file that a failure left half-written, then let the error go on.
+
+    Used around writes of files no snapshot references yet, so a failed write
+    leaves no orphan behind.
+    """
+    try:
+        yield
+    except BaseException as error:
+        try:
+            io.delete(path)
+        except FileIOError as cleanup:
+            error.add_note(f"also failed to delete the partial file: {cleanup}")
+        raise
+
+
 def _remote_fs(location: str, uri: str) -> pafs.FileSystem:
     """pyarrow's file system for a remote URI, with its errors typed."""
     with _wrapped(location, "open file system for"):

@@ -4,7 +4,8 @@ A manifest lists the data or delete files of one partition spec with their
 partition tuples and column metrics; a manifest list names the manifests of
 one snapshot with summaries that let scan planning skip whole manifests.
 Both are Avro files whose schemas carry Iceberg field ids (Appendix A), so
-that Iceberg Java, pyiceberg and Floe read each other's files by id.
+that Iceberg Java, pyiceberg and Floe read each other's files by id; the Avro
+schemas and container files themselves are :mod:`table.avro`'s job.
 
 New entries are written with null sequence numbers and inherit the
 sequence number of their manifest when read (spec: "Sequence Number
@@ -17,29 +18,21 @@ from __future__ import annotations
 
 import json
 import math
-import zlib
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from enum import Enum, IntEnum
-from io import BufferedReader, BytesIO, RawIOBase
 from typing import Any, Iterable, Iterator, Optional
 from uuid import UUID
 
-import fastavro
-
+from table.avro import avro_name, avro_schema, open_avro, record_field_type, write_avro
 from table.conversions import to_bytes, unscaled_to_decimal
 from table.errors import MalformedFileError, TableError, ValidationError
-from table.io import FileIO, FileIOError
+from table.io import FileIO, removed_on_failure
 from table.partitioning import PartitionSpec, partition_spec_from_json
 from table.schema import Schema, schema_from_json
 from table.types import (
     BinaryType,
     BooleanType,
-    DateType,
     DecimalType,
-    DoubleType,
-    FixedType,
-    FloatType,
     IcebergType,
     IntegerType,
     ListType,
@@ -48,12 +41,8 @@ from table.types import (
     NestedField,
     StringType,
     StructType,
-    TimestampType,
-    TimestamptzType,
-    TimeType,
     UUIDType,
 )
-
 
 UNASSIGNED_SEQ = -1
 """Sequence number of a manifest not yet committed; the manifest list assigns it."""
@@ -243,127 +232,6 @@ MANIFEST_FILE_TYPE = StructType(
 def _optional_fields(struct: StructType) -> StructType:
     """Partition values may be null whatever the spec says, as in Iceberg Java."""
     return StructType(*(replace(f, required=False) for f in struct.fields))
-
-
-# --------------------------------------------------------------------------
-# Iceberg type -> Avro schema (Appendix A), named as Iceberg Java names them
-# --------------------------------------------------------------------------
-
-
-def avro_schema(struct: StructType, record_name: str) -> dict[str, Any]:
-    """The Avro schema of ``struct``, with field ids where Appendix A puts them."""
-    return _AvroSchemaBuilder().record(struct, record_name)
-
-
-class _AvroSchemaBuilder:
-    """Converts types, defining each Avro named type once and referencing it after."""
-
-    def __init__(self) -> None:
-        self._defined: set[str] = set()
-
-    def _named(self, name: str, schema: dict[str, Any]) -> Any:
-        """The full definition the first time, the bare name afterwards."""
-        if name in self._defined:
-            return name
-        self._defined.add(name)
-        return {**schema, "name": name}
-
-    def record(self, struct: StructType, name: str) -> Any:
-        fields = [self.field(f) for f in struct.fields]
-        return self._named(name, {"type": "record", "fields": fields})
-
-    def field(self, field: NestedField) -> dict[str, Any]:
-        avro_name = _avro_name(field.name)
-        schema = _avro_field(avro_name, self.of(field.field_type, field.field_id), field)
-        if avro_name != field.name:
-            schema["iceberg-field-name"] = field.name
-        return schema
-
-    def of(self, t: IcebergType, field_id: int) -> Any:
-        if isinstance(t, StructType):
-            return self.record(t, f"r{field_id}")
-        if isinstance(t, ListType):
-            item = self.of(t.element_type, t.element_id)
-            items = item if t.element_required else ["null", item]
-            return {"type": "array", "items": items, "element-id": t.element_id}
-        if isinstance(t, MapType):
-            return self.map(t)
-        return self.primitive(t)
-
-    def map(self, t: MapType) -> dict[str, Any]:
-        """Maps are arrays of key/value records, as Java writes non-string keys."""
-        key = _avro_field("key", self.of(t.key_type, t.key_id), t.key_field)
-        value = _avro_field("value", self.of(t.value_type, t.value_id), t.value_field)
-        items = self._named(f"k{t.key_id}_v{t.value_id}", {"type": "record", "fields": [key, value]})
-        return {"type": "array", "logicalType": "map", "items": items}
-
-    def primitive(self, t: IcebergType) -> Any:
-        if isinstance(t, DecimalType):
-            return self._named(
-                f"decimal_{t.precision}_{t.scale}",
-                {
-                    "type": "fixed",
-                    "size": decimal_required_bytes(t.precision),
-                    "logicalType": "decimal",
-                    "precision": t.precision,
-                    "scale": t.scale,
-                },
-            )
-        if isinstance(t, UUIDType):
-            return self._named("uuid_fixed", {"type": "fixed", "size": 16, "logicalType": "uuid"})
-        if isinstance(t, FixedType):
-            return self._named(f"fixed_{t.length}", {"type": "fixed", "size": t.length})
-        if type(t) in _AVRO_PRIMITIVES:
-            avro_type = _AVRO_PRIMITIVES[type(t)]
-            return dict(avro_type) if isinstance(avro_type, dict) else avro_type
-        raise ValidationError(f"type {t} cannot be stored in an Avro manifest")
-
-
-def _avro_field(avro_name: str, avro_type: Any, field: NestedField) -> dict[str, Any]:
-    """A record field; optional ones are unions with null that default to null."""
-    if field.required:
-        return {"name": avro_name, "type": avro_type, "field-id": field.field_id}
-    return {"name": avro_name, "type": ["null", avro_type], "default": None, "field-id": field.field_id}
-
-
-_AVRO_PRIMITIVES: dict[type, Any] = {
-    BooleanType: "boolean",
-    IntegerType: "int",
-    LongType: "long",
-    FloatType: "float",
-    DoubleType: "double",
-    StringType: "string",
-    BinaryType: "bytes",
-    DateType: {"type": "int", "logicalType": "date"},
-    TimeType: {"type": "long", "logicalType": "time-micros"},
-    TimestampType: {"type": "long", "logicalType": "timestamp-micros", "adjust-to-utc": False},
-    TimestamptzType: {"type": "long", "logicalType": "timestamp-micros", "adjust-to-utc": True},
-}
-
-
-def decimal_required_bytes(precision: int) -> int:
-    """Fewest bytes whose two's complement holds every ``precision``-digit number."""
-    n = 1
-    while 2 ** (8 * n - 1) < 10**precision:
-        n += 1
-    return n
-
-
-def _avro_name(name: str) -> str:
-    """Iceberg Java's renaming of names Avro forbids; valid names are unchanged.
-
-    Like Java, letters are Unicode letters; a leading digit gets a "_" before
-    it and any other character becomes "_x" and its hex code.
-    """
-    out = []
-    for i, ch in enumerate(name):
-        if ch.isalpha() or ch == "_" or (i > 0 and ch.isdecimal()):
-            out.append(ch)
-        elif ch.isdecimal():
-            out.append("_" + ch)
-        else:
-            out.append(f"_x{ord(ch):X}")
-    return "".join(out)
 
 
 # --------------------------------------------------------------------------
@@ -723,26 +591,39 @@ def write_manifest(
 ) -> ManifestFile:
     """Write ``entries`` (streamed) as a v2 manifest and describe it for a manifest list.
 
-    The result has :data:`UNASSIGNED_SEQ` as sequence number (and as minimum
+    ADDED entries without a snapshot id are written with ``snapshot_id``. The
+    result has :data:`UNASSIGNED_SEQ` as sequence number (and as minimum
     sequence number when no entry has one): :func:`write_manifest_list`
     assigns the snapshot's.
     """
     content = ManifestContent(content)
     partition_type = spec.partition_type(schema)
     entry_schema = avro_schema(manifest_entry_type(partition_type), "manifest_entry")
-    partition = [(_avro_name(f.name), f) for f in partition_type.fields]
+    partition = [(avro_name(f.name), f) for f in partition_type.fields]
     stats = _ManifestStats(partition_type)
 
     def records() -> Iterator[dict[str, Any]]:
         for entry in entries:
+            entry = _with_snapshot_id(entry, snapshot_id)
             _check_entry(entry, content, spec.spec_id, len(partition), snapshot_id)
             stats.add(entry)
             yield _entry_to_avro(entry, partition)
 
     metadata = _manifest_metadata(schema, spec, content)
-    with _removed_on_failure(io, path):
-        length = _write_avro(io, path, entry_schema, records(), metadata, codec)
+    with removed_on_failure(io, path):
+        length = write_avro(io, path, entry_schema, records(), metadata, codec)
         return stats.manifest_file(path, length, spec.spec_id, content, snapshot_id)
+
+
+def _with_snapshot_id(entry: ManifestEntry, snapshot_id: int) -> ManifestEntry:
+    """An ADDED entry with a null snapshot id gets the writer's, as Java writes it.
+
+    Inheritance would give the same id on read, but pyiceberg 0.10 mis-reads a
+    null ``snapshot_id`` (its setter overwrites the entry's status).
+    """
+    if entry.status == ManifestEntryStatus.ADDED and entry.snapshot_id is None:
+        return replace(entry, snapshot_id=snapshot_id)
+    return entry
 
 
 def write_manifest_list(
@@ -765,8 +646,8 @@ def write_manifest_list(
         _manifest_file_to_avro(assign_sequence_number(m, snapshot_id, sequence_number))
         for m in manifests
     )
-    with _removed_on_failure(io, path):
-        _write_avro(io, path, avro_schema(MANIFEST_FILE_TYPE, "manifest_file"), records, metadata, codec)
+    with removed_on_failure(io, path):
+        write_avro(io, path, avro_schema(MANIFEST_FILE_TYPE, "manifest_file"), records, metadata, codec)
 
 
 def assign_sequence_number(manifest: ManifestFile, snapshot_id: int, sequence_number: int) -> ManifestFile:
@@ -790,133 +671,14 @@ def assign_sequence_number(manifest: ManifestFile, snapshot_id: int, sequence_nu
     )
 
 
-def _write_avro(
-    io: FileIO,
-    path: str,
-    schema: dict[str, Any],
-    records: Iterable[dict[str, Any]],
-    metadata: dict[str, str],
-    codec: str,
-) -> int:
-    """Stream ``records`` into a new Avro file and return its length."""
-    parsed = fastavro.parse_schema(schema)
-    with io.open_output(path) as out:
-        try:
-            fastavro.writer(out, parsed, records, codec=codec, metadata=metadata)
-        except (ValueError, TypeError, OverflowError, AttributeError) as e:
-            raise ValidationError(f"cannot write {path}: {e}") from e
-        except OSError as e:
-            raise FileIOError(path, "write", str(e)) from e
-        return int(out.tell())
-
-
-@contextmanager
-def _removed_on_failure(io: FileIO, path: str) -> Iterator[None]:
-    """Delete a file that a failure left half-written, then let the error go on."""
-    try:
-        yield
-    except BaseException as error:
-        try:
-            io.delete(path)
-        except FileIOError as cleanup:
-            error.add_note(f"also failed to delete the partial file: {cleanup}")
-        raise
-
-
 # --------------------------------------------------------------------------
 # Reading
 # --------------------------------------------------------------------------
 
 
-_MAGIC = b"Obj\x01"
-# The Avro container header after its magic bytes.
-_HEADER_SCHEMA = fastavro.parse_schema(
-    {
-        "type": "record",
-        "name": "header",
-        "fields": [
-            {"name": "meta", "type": {"type": "map", "values": "bytes"}},
-            {"name": "sync", "type": {"type": "fixed", "name": "sync", "size": 16}},
-        ],
-    }
-)
-
-
-@dataclass(frozen=True)
-class _AvroFile:
-    """An open Avro file: its key-value metadata, writer schema and records."""
-
-    metadata: dict[str, str]
-    schema: dict[str, Any]
-    records: Iterator[dict[str, Any]]
-
-
-@contextmanager
-def _open_avro(io: FileIO, path: str) -> Iterator[_AvroFile]:
-    """Stream an Avro file's records as stored, without logical-type conversion.
-
-    fastavro would turn dates and timestamps into ``datetime`` objects, which
-    cannot hold every Iceberg value and are not the representation of
-    docs/table-api.md, so the reader is given a header whose schema has no
-    logical types. Parse and IO errors name the file.
-    """
-    with io.open_input(path) as f, _read_errors(path):
-        if f.read(len(_MAGIC)) != _MAGIC:
-            raise MalformedFileError(path, None, "not an Avro object container file")
-        header = fastavro.schemaless_reader(f, _HEADER_SCHEMA)
-        metadata = {k: v.decode("utf-8") for k, v in header["meta"].items()}
-        schema = json.loads(metadata["avro.schema"])
-        raw_header = BytesIO(_MAGIC)
-        raw_header.seek(len(_MAGIC))
-        meta = {**header["meta"], "avro.schema": json.dumps(_without_logical_types(schema)).encode()}
-        fastavro.schemaless_writer(raw_header, _HEADER_SCHEMA, {**header, "meta": meta})
-        stream = BufferedReader(_Prefixed(raw_header.getvalue(), f), 1 << 16)
-        yield _AvroFile(metadata, schema, fastavro.reader(stream))
-
-
-@contextmanager
-def _read_errors(path: str) -> Iterator[None]:
-    try:
-        yield
-    except (ValueError, EOFError, zlib.error, OverflowError, KeyError, TypeError, SystemError) as e:
-        # SystemError: fastavro's C reader on a corrupt length prefix.
-        raise MalformedFileError(path, None, f"cannot read Avro data: {e!r}") from e
-    except OSError as e:
-        raise FileIOError(path, "read", str(e)) from e
-
-
-def _without_logical_types(schema: Any) -> Any:
-    if isinstance(schema, list):
-        return [_without_logical_types(s) for s in schema]
-    if isinstance(schema, dict):
-        return {k: _without_logical_types(v) for k, v in schema.items() if k != "logicalType"}
-    return schema
-
-
-class _Prefixed(RawIOBase):
-    """``prefix`` followed by the rest of ``source``: a file with a rewritten header."""
-
-    def __init__(self, prefix: bytes, source: Any) -> None:
-        self._prefix = memoryview(prefix)
-        self._source = source
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        if len(self._prefix):
-            n = min(len(buffer), len(self._prefix))
-            buffer[:n] = self._prefix[:n]
-            self._prefix = self._prefix[n:]
-            return n
-        data = self._source.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-
 def read_manifest_list(io: FileIO, path: str) -> list[ManifestFile]:
     """The manifests of a snapshot, in the order the manifest list stores them."""
-    with _open_avro(io, path) as avro:
+    with open_avro(io, path) as avro:
         r = _RecordReader(path, _v1_defaults(avro.metadata, _V1_MANIFEST_LIST_DEFAULTS))
         return [_manifest_file_from_avro(r, rec) for rec in avro.records]
 
@@ -930,7 +692,7 @@ def read_manifest_entries(
     ``schema`` and ``partition-spec`` metadata, so files of any writer read.
     """
     path = manifest.manifest_path
-    with _open_avro(io, path) as avro:
+    with open_avro(io, path) as avro:
         r = _RecordReader(path, _v1_defaults(avro.metadata, _V1_MANIFEST_DEFAULTS))
         if partition_type is None:
             partition_type = _partition_type_of(path, avro.metadata)
@@ -983,7 +745,7 @@ def _partition_fields(
 ) -> list[tuple[str, NestedField]]:
     """Pairs (Avro name, partition field) found by field id in the file's schema."""
     try:
-        avro_partition = _avro_field_type(_avro_field_type(entry, "data_file"), "partition")
+        avro_partition = record_field_type(record_field_type(entry, "data_file"), "partition")
         by_id = {f["field-id"]: f["name"] for f in avro_partition["fields"] if "field-id" in f}
     except (KeyError, TypeError, ValueError, StopIteration) as e:
         raise MalformedFileError(path, "data_file.partition", f"unexpected Avro schema: {e!r}") from e
@@ -992,16 +754,6 @@ def _partition_fields(
             field = f"data_file.partition.{f.name}"
             raise MalformedFileError(path, field, f"no Avro field has field-id {f.field_id}")
     return [(by_id[f.field_id], f) for f in partition_type.fields]
-
-
-def _avro_field_type(record: dict[str, Any], name: str) -> dict[str, Any]:
-    field = next(f for f in record["fields"] if f["name"] == name)
-    t = field["type"]
-    if isinstance(t, list):
-        t = next(b for b in t if b != "null")
-    if not isinstance(t, dict):
-        raise TypeError(f"{name} is not a record")
-    return t
 
 
 def _partition_type_of(path: str, metadata: dict[str, str]) -> StructType:

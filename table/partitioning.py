@@ -13,7 +13,7 @@ import string
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
-from table.errors import NotFoundError, SchemaError, ValidationError
+from table.errors import ROOT_FIELD, JsonFieldError, NotFoundError, SchemaError, TableError, ValidationError
 from table.transforms import (
     BucketTransform,
     IdentityTransform,
@@ -218,42 +218,53 @@ def url_encode(text: str) -> str:
 # ------------------------------------------------------------------------ JSON
 
 
-def _json_int(obj: Mapping[str, Any], key: str, where: str) -> int:
+class PartitionSpecJsonError(JsonFieldError, ValidationError):
+    """A partition spec JSON object is invalid at ``field``, a dotted path inside it."""
+
+    subject = "partition spec"
+
+
+def _json_int(obj: Mapping[str, Any], key: str, at: str) -> int:
     value = obj.get(key)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError(f"partition spec {where}{key}: expected an int, got {value!r}")
+        raise PartitionSpecJsonError(f"{at}{key}", f"expected an int, got {value!r}")
     return value
 
 
 def _field_from_json(obj: Any, index: int) -> PartitionField:
-    where = f"fields[{index}]."
+    at = f"fields[{index}]"
     if not isinstance(obj, Mapping):
-        raise ValidationError(f"partition spec fields[{index}]: expected an object, got {obj!r}")
+        raise PartitionSpecJsonError(at, f"expected an object, got {obj!r}")
     name, transform = obj.get("name"), obj.get("transform")
     if not isinstance(name, str) or not name:
-        raise ValidationError(f"partition spec {where}name: expected a string, got {name!r}")
+        raise PartitionSpecJsonError(f"{at}.name", f"expected a string, got {name!r}")
     try:
         parsed = parse_transform(transform)
-    except SchemaError as exc:
-        raise ValidationError(f"partition spec {where}transform: {exc}") from exc
+    except TableError as exc:
+        raise PartitionSpecJsonError(f"{at}.transform", str(exc)) from exc
     # v1 specs may omit field ids; Java then numbered fields from 1000 in order.
-    field_id = (
-        _json_int(obj, "field-id", where) if "field-id" in obj else PARTITION_FIELD_ID_START + index
-    )
-    return PartitionField(_json_int(obj, "source-id", where), field_id, parsed, name)
+    field_id = _json_int(obj, "field-id", f"{at}.") if "field-id" in obj else PARTITION_FIELD_ID_START + index
+    return PartitionField(_json_int(obj, "source-id", f"{at}."), field_id, parsed, name)
 
 
 def partition_spec_from_json(obj: Any) -> PartitionSpec:
-    """Parse Appendix C's spec object (or the deprecated bare field list, spec id 0)."""
+    """Parse Appendix C's spec object (or the deprecated bare field list, spec id 0).
+
+    Errors are :class:`PartitionSpecJsonError` naming the field at fault.
+    """
     if isinstance(obj, list):
         obj = {"spec-id": 0, "fields": obj}
     if not isinstance(obj, Mapping):
-        raise ValidationError(f"partition spec: expected an object, got {obj!r}")
+        raise PartitionSpecJsonError(ROOT_FIELD, f"expected an object, got {obj!r}")
     fields = obj.get("fields")
     if not isinstance(fields, list):
-        raise ValidationError(f"partition spec fields: expected a list, got {fields!r}")
+        raise PartitionSpecJsonError("fields", f"expected a list, got {fields!r}")
     spec_id = _json_int(obj, "spec-id", "")
-    return PartitionSpec(spec_id, tuple(_field_from_json(f, i) for i, f in enumerate(fields)))
+    parsed = tuple(_field_from_json(f, i) for i, f in enumerate(fields))
+    try:
+        return PartitionSpec(spec_id, parsed)
+    except ValidationError as exc:
+        raise PartitionSpecJsonError("fields", str(exc)) from exc
 
 
 # -------------------------------------------------------------------- building

@@ -29,18 +29,15 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 import pyarrow as pa
 
 from table.arrow_schema import schema_to_arrow
-from table.deletes import DELETE_FILE_PATH, DELETE_FILE_POS
 from table.errors import NotFoundError, SchemaError, ValidationError
-from table.expressions import (
-    ALWAYS_TRUE,
-    BooleanExpression,
-    bind,
+from table.evaluators import (
     decode_bound,
     manifest_might_match,
     metrics_might_match,
     partition_might_match,
     project_to_partition,
 )
+from table.expressions import ALWAYS_TRUE, BooleanExpression, bind
 from table.io import FileIO
 from table.manifest import (
     DataFile,
@@ -54,11 +51,11 @@ from table.manifest import (
 )
 from table.metadata import TAG, Snapshot, TableMetadata
 from table.partitioning import PartitionSpec
-from table.schema import Schema
+from table.schema import DELETE_FILE_PATH_ID, DELETE_FILE_POS_ID, Schema
 from table.types import NestedField, PrimitiveType, StringType
 
-POSITION_DELETE_FILE_PATH_ID = DELETE_FILE_PATH.field_id
-POSITION_DELETE_POS_ID = DELETE_FILE_POS.field_id
+POSITION_DELETE_FILE_PATH_ID = DELETE_FILE_PATH_ID
+POSITION_DELETE_POS_ID = DELETE_FILE_POS_ID
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Optional
 
-from table.errors import TableError, ValidationError
+from table.errors import ROOT_FIELD, JsonFieldError, TableError, ValidationError
 from table.schema import Schema
 from table.transforms import IdentityTransform, Transform, parse_transform
 
@@ -26,13 +26,10 @@ class NullOrder(Enum):
     NULLS_LAST = "nulls-last"
 
 
-class SortOrderJsonError(ValidationError):
+class SortOrderJsonError(JsonFieldError, ValidationError):
     """A sort order JSON object is invalid at ``field``, a dotted path inside it."""
 
-    def __init__(self, field: str, reason: str) -> None:
-        self.field = field
-        self.reason = reason
-        super().__init__(f"sort order field {field!r}: {reason}")
+    subject = "sort order"
 
 
 @dataclass(frozen=True)
@@ -114,7 +111,7 @@ UNSORTED_SORT_ORDER = SortOrder(0, ())
 def sort_order_from_json(obj: Any) -> SortOrder:
     """Parse an Appendix C sort order; :class:`SortOrderJsonError` names the bad field."""
     if not isinstance(obj, dict):
-        raise SortOrderJsonError("(root)", f"must be a JSON object, got {obj!r}")
+        raise SortOrderJsonError(ROOT_FIELD, f"must be a JSON object, got {obj!r}")
     order_id = obj.get("order-id")
     if not isinstance(order_id, int) or isinstance(order_id, bool):
         raise SortOrderJsonError("order-id", f"must be an integer, got {order_id!r}")

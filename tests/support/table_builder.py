@@ -36,11 +36,12 @@ from table.metadata import (
     TableMetadata,
     metadata_file_name,
     new_table_metadata,
-    write_table_metadata,
 )
+from table.metadata_json import write_table_metadata
 from table.parquet import write_partitioned
 from table.partitioning import build_partition_spec, evolve_partition_spec
-from table.schema import Schema, SchemaUpdate
+from table.schema import Schema
+from table.schema_evolution import SchemaUpdate
 from table.sort_order import UNSORTED_SORT_ORDER
 
 

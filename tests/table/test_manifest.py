@@ -936,3 +936,31 @@ def test_we_read_v1_files_written_by_pyiceberg_with_spec_defaults(fio: FileIO, t
     assert (entry.status, entry.snapshot_id, sequence_numbers) == (ADDED, 5, (0, 0))
     assert entry.data_file.content == DataFileContent.DATA
     assert (entry.data_file.file_path, entry.data_file.record_count) == ("/warehouse/t/data/a.parquet", 4)
+
+
+def test_added_entries_carry_the_writer_snapshot_id_so_pyiceberg_reads_them_as_added(
+    fio: FileIO, tmp_path: Path
+) -> None:
+    # pyiceberg 0.10 mis-reads a null snapshot_id (its setter overwrites the
+    # status), so ADDED entries are written with the id, as Java writes them.
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+    from pyiceberg.manifest import read_manifest_list as pyi_read_manifest_list
+
+    spec = identity_spec([])
+    first, second = SNAPSHOT_ID, SNAPSHOT_ID + 1
+    m1 = write_manifest(fio, str(tmp_path / "m1.avro"), SCHEMA, spec, first, [added(data_file(path="/a"))])
+    [m1] = commit(fio, tmp_path, [m1], seq=1, snapshot_id=first)
+    entries = [ManifestEntry(ADDED, None, None, None, data_file(path=p)) for p in ("/b", "/c")]
+    m2 = write_manifest(fio, str(tmp_path / "m2.avro"), SCHEMA, spec, second, entries)
+    with open(tmp_path / "m2.avro", "rb") as f:
+        assert [raw["snapshot_id"] for raw in fastavro.reader(f)] == [second, second]
+    list_path = str(tmp_path / "snap-2.avro")
+    write_manifest_list(fio, list_path, second, first, 2, [m2, m1])
+
+    pyi_io = PyArrowFileIO()
+    theirs = {m.added_snapshot_id: m for m in pyi_read_manifest_list(pyi_io.new_input(list_path))}
+    read = theirs[second].fetch_manifest_entry(pyi_io, discard_deleted=False)
+    statuses = [(int(e.status), e.snapshot_id, e.data_file.file_path) for e in read]
+    assert statuses == [(1, second, "/b"), (1, second, "/c")]
+    [older] = theirs[first].fetch_manifest_entry(pyi_io, discard_deleted=False)
+    assert (int(older.status), older.snapshot_id) == (1, first)

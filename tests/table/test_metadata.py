@@ -1,4 +1,4 @@
-"""Tests for table.metadata: JSON model, files, update helpers, time travel."""
+"""Tests for table.metadata: the model, its updates, file names, time travel."""
 
 from __future__ import annotations
 
@@ -6,28 +6,24 @@ import copy
 import gzip
 import json
 import uuid
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from table.errors import MalformedFileError, NotFoundError, SchemaError, ValidationError
+from table.errors import NotFoundError, SchemaError, ValidationError
 from table.metadata import (
     MetadataLogEntry,
     Snapshot,
     SnapshotLogEntry,
     SnapshotRef,
     TableMetadata,
-    is_gzip_metadata_name,
     metadata_file_name,
     new_table_metadata,
     parse_metadata_version,
-    parse_table_metadata,
-    read_table_metadata,
-    write_table_metadata,
 )
+from table.metadata_json import parse_table_metadata
 from table.partitioning import UNPARTITIONED_SPEC, PartitionField, PartitionSpec
 from table.schema import Schema
 from table.sort_order import UNSORTED_SORT_ORDER, NullOrder, SortDirection, SortField, SortOrder
@@ -42,193 +38,8 @@ from table.types import (
     StructType,
     TimestamptzType,
 )
+from tests.table.helpers import FIRST, JAVA_METADATA, SECOND, java_metadata
 
-
-class LocalIO:
-    """The two FileIO methods the metadata functions use, over the local disk."""
-
-    def read_bytes(self, path: str) -> bytes:
-        return Path(path).read_bytes()
-
-    def write_bytes(self, path: str, data: bytes) -> None:
-        Path(path).write_bytes(data)
-
-
-# A v2 metadata file laid out as Iceberg Java's TableMetadataParser writes it,
-# with the field values of the spec's examples.
-JAVA_METADATA = """{
-  "format-version" : 2,
-  "table-uuid" : "fb072c92-a02b-11e9-ae9c-1bb7bc9eca94",
-  "location" : "s3://b/wh/data.db/table",
-  "last-sequence-number" : 2,
-  "last-updated-ms" : 1555100955770,
-  "last-column-id" : 5,
-  "current-schema-id" : 1,
-  "schemas" : [ {
-    "type" : "struct",
-    "schema-id" : 0,
-    "identifier-field-ids" : [ 1 ],
-    "fields" : [ {
-      "id" : 1,
-      "name" : "id",
-      "required" : true,
-      "type" : "long"
-    }, {
-      "id" : 2,
-      "name" : "data",
-      "required" : false,
-      "type" : "string"
-    }, {
-      "id" : 3,
-      "name" : "ts",
-      "required" : false,
-      "type" : "timestamptz"
-    } ]
-  }, {
-    "type" : "struct",
-    "schema-id" : 1,
-    "identifier-field-ids" : [ 1 ],
-    "fields" : [ {
-      "id" : 1,
-      "name" : "id",
-      "required" : true,
-      "type" : "long"
-    }, {
-      "id" : 2,
-      "name" : "data",
-      "required" : false,
-      "type" : "string",
-      "doc" : "payload"
-    }, {
-      "id" : 3,
-      "name" : "ts",
-      "required" : false,
-      "type" : "timestamptz"
-    }, {
-      "id" : 4,
-      "name" : "tags",
-      "required" : false,
-      "type" : {
-        "type" : "list",
-        "element-id" : 5,
-        "element" : "string",
-        "element-required" : true
-      }
-    } ]
-  } ],
-  "default-spec-id" : 0,
-  "partition-specs" : [ {
-    "spec-id" : 0,
-    "fields" : [ {
-      "name" : "ts_day",
-      "transform" : "day",
-      "source-id" : 3,
-      "field-id" : 1000
-    }, {
-      "name" : "id_bucket",
-      "transform" : "bucket[16]",
-      "source-id" : 1,
-      "field-id" : 1001
-    } ]
-  } ],
-  "last-partition-id" : 1001,
-  "default-sort-order-id" : 1,
-  "sort-orders" : [ {
-    "order-id" : 0,
-    "fields" : [ ]
-  }, {
-    "order-id" : 1,
-    "fields" : [ {
-      "transform" : "identity",
-      "source-id" : 2,
-      "direction" : "asc",
-      "null-order" : "nulls-first"
-    }, {
-      "transform" : "bucket[4]",
-      "source-id" : 1,
-      "direction" : "desc",
-      "null-order" : "nulls-last"
-    } ]
-  } ],
-  "properties" : {
-    "write.format.default" : "parquet",
-    "commit.retry.num-retries" : "4"
-  },
-  "current-snapshot-id" : 3051729675574597004,
-  "refs" : {
-    "main" : {
-      "snapshot-id" : 3051729675574597004,
-      "type" : "branch"
-    },
-    "test" : {
-      "snapshot-id" : 3055729675574597004,
-      "type" : "tag",
-      "max-ref-age-ms" : 10000000
-    },
-    "audit" : {
-      "snapshot-id" : 3055729675574597004,
-      "type" : "branch",
-      "min-snapshots-to-keep" : 2,
-      "max-snapshot-age-ms" : 86400000
-    }
-  },
-  "snapshots" : [ {
-    "sequence-number" : 1,
-    "snapshot-id" : 3055729675574597004,
-    "timestamp-ms" : 1515100955770,
-    "summary" : {
-      "operation" : "append",
-      "added-data-files" : "1",
-      "added-records" : "10"
-    },
-    "manifest-list" : "s3://b/wh/data.db/table/metadata/snap-3055729675574597004-1-a.avro",
-    "schema-id" : 0
-  }, {
-    "sequence-number" : 2,
-    "snapshot-id" : 3051729675574597004,
-    "parent-snapshot-id" : 3055729675574597004,
-    "timestamp-ms" : 1555100955770,
-    "summary" : {
-      "operation" : "overwrite"
-    },
-    "manifest-list" : "s3://b/wh/data.db/table/metadata/snap-3051729675574597004-1-b.avro",
-    "schema-id" : 1
-  } ],
-  "statistics" : [ {
-    "snapshot-id" : 3051729675574597004,
-    "statistics-path" : "s3://b/wh/data.db/table/metadata/stats.puffin",
-    "file-size-in-bytes" : 413,
-    "file-footer-size-in-bytes" : 42,
-    "blob-metadata" : [ {
-      "type" : "apache-datasketches-theta-v1",
-      "snapshot-id" : 3051729675574597004,
-      "sequence-number" : 2,
-      "fields" : [ 1 ]
-    } ]
-  } ],
-  "partition-statistics" : [ {
-    "snapshot-id" : 3055729675574597004,
-    "statistics-path" : "s3://b/wh/data.db/table/metadata/partition-stats.parquet",
-    "file-size-in-bytes" : 100
-  } ],
-  "snapshot-log" : [ {
-    "timestamp-ms" : 1515100955770,
-    "snapshot-id" : 3055729675574597004
-  }, {
-    "timestamp-ms" : 1555100955770,
-    "snapshot-id" : 3051729675574597004
-  } ],
-  "metadata-log" : [ {
-    "timestamp-ms" : 1515100955770,
-    "metadata-file" : "s3://b/wh/data.db/table/metadata/00000-a.metadata.json"
-  } ]
-}"""
-
-FIRST, SECOND = 3055729675574597004, 3051729675574597004
-
-
-def java_metadata() -> TableMetadata:
-    return parse_table_metadata(JAVA_METADATA, "s3://b/wh/data.db/table/metadata/00001-b.metadata.json")
 
 
 # --------------------------------------------------------------------------
@@ -337,131 +148,8 @@ def test_no_current_snapshot(value: Any) -> None:
 
 
 # --------------------------------------------------------------------------
-# malformed files
+# file names
 # --------------------------------------------------------------------------
-
-
-def _mutated(mutate: Callable[[dict[str, Any]], None]) -> str:
-    obj = json.loads(JAVA_METADATA)
-    mutate(obj)
-    return json.dumps(obj)
-
-
-def _delete(path: str) -> Callable[[dict[str, Any]], None]:
-    return lambda obj: _set(obj, path, _DELETE)
-
-
-_DELETE = object()
-
-
-def _set(obj: Any, path: str, value: Any) -> None:
-    *parents, last = path.split("/")
-    for part in parents:
-        obj = obj[int(part)] if isinstance(obj, list) else obj[part]
-    if value is _DELETE:
-        del obj[int(last) if isinstance(obj, list) else last]
-    elif isinstance(obj, list):
-        obj[int(last)] = value
-    else:
-        obj[last] = value
-
-
-def _put(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
-    return lambda obj: _set(obj, path, value)
-
-
-MALFORMED = [
-    (_delete("snapshots/1/manifest-list"), "snapshots[1].manifest-list", "missing"),
-    (_put("snapshots/0/sequence-number", "1"), "snapshots[0].sequence-number", "integer"),
-    (_put("snapshots/0/summary/operation", "merge"), "snapshots[0].summary.operation", "'merge'"),
-    (_delete("snapshots/0/summary/operation"), "snapshots[0].summary.operation", "None"),
-    (_put("snapshots/0/summary/added-records", 10), "snapshots[0].summary.added-records", "string"),
-    (_delete("snapshots/0/summary"), "snapshots[0].summary", "missing"),
-    (_put("snapshots/1", []), "snapshots[1]", "object"),
-    (_put("format-version", 1), "format-version", "version 1"),
-    (_put("format-version", 3), "format-version", "version 3"),
-    (_put("format-version", "2"), "format-version", "integer"),
-    (_delete("table-uuid"), "table-uuid", "missing"),
-    (_put("table-uuid", "not-a-uuid"), "table-uuid", "UUID"),
-    (_delete("last-sequence-number"), "last-sequence-number", "missing"),
-    (_put("last-updated-ms", 1.5), "last-updated-ms", "integer"),
-    (_put("location", True), "location", "string"),
-    (_delete("schemas"), "schemas", "missing"),
-    (_put("schemas/1/fields/3/type/element", "varchar"), "schemas[1].fields[3].type.element", "varchar"),
-    (_put("schemas/0/fields/0/id", "1"), "schemas[0].fields[0].id", "integer"),
-    (_put("current-schema-id", 7), "current-schema-id", "7"),
-    (_put("schemas/1/schema-id", 0), "schemas", "more than once"),
-    (_put("last-column-id", 4), "last-column-id", "field id 5"),
-    (_put("partition-specs/0/fields/0/transform", "week"), "partition-specs[0]", "week"),
-    (_put("default-spec-id", 3), "default-spec-id", "3"),
-    (_put("last-partition-id", 1000), "last-partition-id", "1001"),
-    (_put("sort-orders/1/fields/0/direction", "up"), "sort-orders[1].fields[0].direction", "'up'"),
-    (_put("default-sort-order-id", 5), "default-sort-order-id", "5"),
-    (_put("properties/commit.retry.num-retries", 4), "properties.commit.retry.num-retries", "string"),
-    (_put("current-snapshot-id", 42), "current-snapshot-id", "42"),
-    (_put("refs/main/snapshot-id", FIRST), "current-snapshot-id", "main branch"),
-    (_put("refs/test/snapshot-id", 5), "refs.test.snapshot-id", "snapshot 5"),
-    (_put("refs/test/type", "label"), "refs.test", "'label'"),
-    (_put("refs/test/min-snapshots-to-keep", 3), "refs.test", "tags"),
-    (_put("refs/audit/min-snapshots-to-keep", 0), "refs.audit", "positive"),
-    (_put("snapshot-log/1/snapshot-id", "x"), "snapshot-log[1].snapshot-id", "integer"),
-    (_delete("metadata-log/0/metadata-file"), "metadata-log[0].metadata-file", "missing"),
-    (_put("statistics/0", 3), "statistics[0]", "object"),
-    (_put("last-sequence-number", 1), "snapshots[1].sequence-number", "above last-sequence-number"),
-    (_put("snapshots/1/snapshot-id", FIRST), "snapshots", "more than once"),
-]
-
-
-@pytest.mark.parametrize(("mutate", "field", "reason"), MALFORMED)
-def test_malformed_metadata_names_file_and_field(mutate: Any, field: str, reason: str) -> None:
-    path = "s3://b/t/metadata/00003-x.metadata.json"
-    with pytest.raises(MalformedFileError, match=reason) as info:
-        parse_table_metadata(_mutated(mutate), path)
-    assert info.value.field == field
-    assert info.value.path == path
-    assert path in str(info.value)
-
-
-@pytest.mark.parametrize(
-    ("data", "reason"),
-    [
-        (b"{not json", "not valid JSON"),
-        (b"[1, 2]", "JSON object"),
-        (b"\xff\xfe{}", "UTF-8"),
-        (b"\x1f\x8b\x08\x00garbage", "gzip"),
-        (gzip.compress(b"{")[:-4], "gzip"),
-    ],
-)
-def test_unparseable_files(data: bytes, reason: str) -> None:
-    with pytest.raises(MalformedFileError, match=reason) as info:
-        parse_table_metadata(data, "/t/v1.metadata.json")
-    assert info.value.path == "/t/v1.metadata.json"
-
-
-# --------------------------------------------------------------------------
-# files, gzip, names
-# --------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("name", ["00001-a.metadata.json", "00001-a.gz.metadata.json", "00001-a.metadata.json.gz"])
-def test_write_and_read_files(tmp_path: Path, name: str) -> None:
-    md = java_metadata()
-    path = str(tmp_path / name)
-    write_table_metadata(LocalIO(), path, md)
-    raw = Path(path).read_bytes()
-    assert (raw[:2] == b"\x1f\x8b") == is_gzip_metadata_name(name)
-    assert read_table_metadata(LocalIO(), path) == md
-
-
-def test_gzip_is_detected_by_magic_bytes(tmp_path: Path) -> None:
-    path = tmp_path / "v3.metadata.json"
-    path.write_bytes(gzip.compress(JAVA_METADATA.encode()))
-    assert read_table_metadata(LocalIO(), str(path)) == java_metadata()
-
-
-def test_read_missing_file_propagates_the_io_error(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError):
-        read_table_metadata(LocalIO(), str(tmp_path / "missing.metadata.json"))
 
 
 def test_metadata_file_names() -> None:

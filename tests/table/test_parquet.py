@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from table.arrow_schema import FIELD_ID_KEY, cast_to_schema, schema_to_arrow
+from table.arrow_schema import FIELD_ID_KEY, cast_to_schema
 from table.conversions import from_bytes
 from table.errors import SchemaError, ValidationError
 from table.io import FileIO
@@ -151,12 +151,18 @@ def _same_metrics(data_file, md):
     return data_file
 
 
-def test_row_groups_and_split_offsets(tmp_path):
+def _written_in_batches(tmp_path, batches: int, rows: int, **options):
+    """The one data file a writer makes of ``batches`` consecutive batches of ``rows`` rows."""
     io, prefix = local(tmp_path)
-    writer = DataFileWriter(io, prefix, SCHEMA, UNPARTITIONED, (), row_group_size=1_000)
-    for i in range(5):
-        writer.write(make_batch(i * 1_000, 1_000))
+    writer = DataFileWriter(io, prefix, SCHEMA, UNPARTITIONED, (), **options)
+    for i in range(batches):
+        writer.write(make_batch(i * rows, rows))
     [data_file] = writer.close()
+    return data_file
+
+
+def test_row_groups_and_split_offsets(tmp_path):
+    data_file = _written_in_batches(tmp_path, 5, 1_000, row_group_size=1_000)
     md = pq.read_metadata(data_file.file_path)
     assert md.num_row_groups == 5
     assert len(data_file.split_offsets) == 5 and data_file.split_offsets[0] == 4
@@ -164,11 +170,7 @@ def test_row_groups_and_split_offsets(tmp_path):
 
 
 def test_small_batches_are_buffered_into_row_groups(tmp_path):
-    io, prefix = local(tmp_path)
-    writer = DataFileWriter(io, prefix, SCHEMA, UNPARTITIONED, (), row_group_size=100)
-    for i in range(50):
-        writer.write(make_batch(i * 10, 10))
-    [data_file] = writer.close()
+    data_file = _written_in_batches(tmp_path, 50, 10, row_group_size=100)
     assert pq.read_metadata(data_file.file_path).num_row_groups == 5
 
 

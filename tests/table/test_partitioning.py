@@ -17,12 +17,13 @@ from pyiceberg import types as ptypes
 from pyiceberg.typedef import Record
 
 from table.conversions import days_from_civil
-from table.errors import SchemaError, ValidationError
+from table.errors import JsonFieldError, SchemaError, ValidationError
 from table.partitioning import (
     PARTITION_FIELD_ID_START,
     UNPARTITIONED_SPEC,
     PartitionField,
     PartitionSpec,
+    PartitionSpecJsonError,
     build_partition_spec,
     evolve_partition_spec,
     partition_spec_from_json,
@@ -311,6 +312,24 @@ def test_v1_forms_without_field_ids():
 def test_json_errors_name_the_field(obj, reason):
     with pytest.raises(ValidationError, match=reason):
         partition_spec_from_json(obj)
+
+
+@pytest.mark.parametrize(
+    ("obj", "field"),
+    [
+        ("spec", "(root)"),
+        ({"spec-id": 0, "fields": None}, "fields"),
+        ({"fields": []}, "spec-id"),
+        ({"spec-id": 0, "fields": [{}, {"source-id": 1, "name": "a", "transform": "bucket[x]"}]}, "fields[0].name"),
+        ({"spec-id": 0, "fields": [{"source-id": 1, "name": "a", "transform": "bucket[x]"}]}, "fields[0].transform"),
+    ],
+)
+def test_json_errors_carry_the_field_apart_from_the_reason(obj, field):
+    with pytest.raises(PartitionSpecJsonError) as info:
+        partition_spec_from_json(obj)
+    assert info.value.field == field
+    assert isinstance(info.value, JsonFieldError) and isinstance(info.value, ValidationError)
+    assert info.value.reason and field not in info.value.reason
 
 
 # ------------------------------------------------------------- unpartitioned

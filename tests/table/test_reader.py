@@ -19,24 +19,13 @@ from table.deletes import EqualityDeleteWriter, PositionDeleteWriter
 from table.errors import MalformedFileError, ValidationError
 from table.expressions import ALWAYS_TRUE, BooleanExpression, col
 from table.io import FileIO
-from table.manifest import (
-    DataFile,
-    DataFileContent,
-    FileFormat,
-    ManifestContent,
-    ManifestEntry,
-    ManifestEntryStatus,
-    read_manifest_list,
-    write_manifest,
-    write_manifest_list,
-)
-from table.metadata import Snapshot, TableMetadata, new_table_metadata, write_table_metadata
+from table.manifest import DataFile, DataFileContent, FileFormat
+from table.metadata_json import write_table_metadata
 from table.parquet import DataFileWriter
 from table.partitioning import PartitionField, PartitionSpec
 from table.reader import read_tasks
 from table.scan import FileScanTask, TableScan
 from table.schema import Schema
-from table.sort_order import UNSORTED_SORT_ORDER
 from table.transforms import IdentityTransform
 from table.types import (
     DecimalType,
@@ -49,6 +38,7 @@ from table.types import (
     StructType,
     UUIDType,
 )
+from tests.table.helpers import HandTable
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=True),
@@ -69,23 +59,14 @@ def _batch(schema: Schema, rows: Sequence[Sequence[Any]]) -> pa.Table:
     return pa.table([pa.array(list(c), type=f.type) for c, f in zip(columns, arrow)], schema=arrow)
 
 
-class _Table:
-    """A table written by hand: data and delete files with Floe's writers,
-    manifests, manifest lists and a metadata file, one snapshot per commit."""
+class _Table(HandTable):
+    """A hand-written table (:class:`HandTable`) whose data and delete files
+    come from Floe's writers, with a metadata file per commit."""
 
     def __init__(self, tmp_path: Any, schema: Schema = SCHEMA, spec: PartitionSpec = UNPARTITIONED) -> None:
-        self.location = str(tmp_path / "table")
-        self.io = FileIO.for_location(self.location)
-        md = new_table_metadata(schema, UNPARTITIONED, UNSORTED_SORT_ORDER, self.location, timestamp_ms=1)
-        self.metadata: TableMetadata = md if not spec.fields else md.add_partition_spec(spec, make_default=True)
-        self.manifests: list[Any] = []
-        self.snapshot_id = 0
+        super().__init__(str(tmp_path / "table"), schema, spec)
         self.version = 0
         self.files = 0
-
-    @property
-    def schema(self) -> Schema:
-        return self.metadata.schema()
 
     def _name(self) -> Any:
         self.files += 1
@@ -125,30 +106,9 @@ class _Table:
         (delete_file,) = writer.close()
         return delete_file
 
-    def commit(self, data: Sequence[DataFile] = (), deletes: Sequence[DataFile] = ()) -> str:
+    def commit_and_write(self, data: Sequence[DataFile] = (), deletes: Sequence[DataFile] = ()) -> str:
         """Commit files as a new snapshot and write a metadata file; returns its path."""
-        parent = self.snapshot_id or None
-        self.snapshot_id += 1
-        sid, seq = self.snapshot_id, self.metadata.next_sequence_number
-        new = []
-        for content, files in ((ManifestContent.DATA, data), (ManifestContent.DELETES, deletes)):
-            for spec_id in sorted({f.spec_id for f in files}):
-                # snapshot ids are written, not inherited: pyiceberg 0.10's inheritance of a
-                # null snapshot_id overwrites the entry status (ManifestEntry.snapshot_id setter)
-                entries = [
-                    ManifestEntry(ManifestEntryStatus.ADDED, sid, None, None, f)
-                    for f in files
-                    if f.spec_id == spec_id
-                ]
-                path = f"{self.location}/metadata/{uuid.uuid4().hex}-m{sid}.avro"
-                spec = self.metadata.spec_by_id(spec_id)
-                new.append(write_manifest(self.io, path, self.schema, spec, sid, entries, content))
-        manifest_list = f"{self.location}/metadata/snap-{sid}-{uuid.uuid4().hex}.avro"
-        write_manifest_list(self.io, manifest_list, sid, parent, seq, new + self.manifests)
-        self.manifests = read_manifest_list(self.io, manifest_list)
-        operation = "append" if not deletes else "overwrite"
-        snapshot = Snapshot(sid, parent, seq, 1000 * sid, manifest_list, {"operation": operation}, self.schema.schema_id)
-        self.metadata = self.metadata.add_snapshot(snapshot).set_branch("main", sid)
+        self.commit(data, deletes)
         self.version += 1
         path = f"{self.location}/metadata/v{self.version}.metadata.json"
         write_table_metadata(self.io, path, self.metadata)
@@ -174,9 +134,9 @@ def _pyiceberg_rows(metadata_path: str, row_filter: Optional[str] = None) -> lis
 def test_append_only_table_reads_like_pyiceberg(tmp_path: Any) -> None:
     table = _Table(tmp_path)
     first = table.write_data([(1, "a", 10), (2, "b", None)])
-    table.commit(data=[first])
+    table.commit_and_write(data=[first])
     second = table.write_data([(3, None, 30)])
-    metadata_path = table.commit(data=[second])
+    metadata_path = table.commit_and_write(data=[second])
     expected = [(1, "a", 10), (2, "b", None), (3, None, 30)]
     assert _rows(table.scan().to_arrow()) == expected
     assert _pyiceberg_rows(metadata_path) == expected
@@ -186,19 +146,19 @@ def test_position_deletes_read_like_pyiceberg(tmp_path: Any) -> None:
     table = _Table(tmp_path, spec=BY_CATEGORY)
     a = table.write_data([(1, "a", 1), (2, "a", 2), (3, "a", 3), (4, "a", 4)], partition=("a",))
     b = table.write_data([(5, "b", 5), (6, "b", 6)], partition=("b",))
-    table.commit(data=[a, b])
+    table.commit_and_write(data=[a, b])
     first = table.write_positions([(a.file_path, 0)], partition=("a",))
-    metadata_path = table.commit(deletes=[first])
+    metadata_path = table.commit_and_write(deletes=[first])
     assert _rows(table.scan().to_arrow()) == _pyiceberg_rows(metadata_path)
     later = table.write_positions([(a.file_path, 2), (a.file_path, 3)], partition=("a",))
     later_b = table.write_positions([(b.file_path, 1)], partition=("b",))
-    metadata_path = table.commit(deletes=[later, later_b])
+    metadata_path = table.commit_and_write(deletes=[later, later_b])
     expected = [(2, "a", 2), (5, "b", 5)]
     assert _rows(table.scan().to_arrow()) == expected
     assert _pyiceberg_rows(metadata_path) == expected
     # a later data file is not touched by the earlier position deletes of its partition
     c = table.write_data([(7, "a", 7), (8, "a", 8)], partition=("a",))
-    metadata_path = table.commit(data=[c])
+    metadata_path = table.commit_and_write(data=[c])
     assert _rows(table.scan().to_arrow()) == expected + [(7, "a", 7), (8, "a", 8)]
     assert _pyiceberg_rows(metadata_path) == _rows(table.scan().to_arrow())
 
@@ -210,16 +170,16 @@ def test_position_deletes_apply_to_rows_added_in_the_same_commit(tmp_path: Any) 
     table = _Table(tmp_path, spec=BY_CATEGORY)
     a = table.write_data([(1, "a", 1), (2, "a", 2)], partition=("a",))
     same_commit = table.write_positions([(a.file_path, 0)], partition=("a",))
-    table.commit(data=[a], deletes=[same_commit])
+    table.commit_and_write(data=[a], deletes=[same_commit])
     assert _rows(table.scan().to_arrow()) == [(2, "a", 2)]
 
 
 def test_filter_and_projection_read_like_pyiceberg(tmp_path: Any) -> None:
     table = _Table(tmp_path)
     data = table.write_data([(i, "abc"[i % 3], i * 10) for i in range(20)])
-    table.commit(data=[data])
+    table.commit_and_write(data=[data])
     positions = table.write_positions([(data.file_path, i) for i in (1, 2, 3)])
-    metadata_path = table.commit(deletes=[positions])
+    metadata_path = table.commit_and_write(deletes=[positions])
     scan = table.scan(row_filter=(col("value") >= 20) & (col("category") != "b"), selected_fields=("id",))
     result = scan.to_arrow()
     assert result.schema.names == ["id"]
@@ -237,28 +197,28 @@ def test_filter_and_projection_read_like_pyiceberg(tmp_path: Any) -> None:
 def test_equality_deletes_apply_to_strictly_older_data_only(tmp_path: Any) -> None:
     table = _Table(tmp_path)
     old = table.write_data([(1, "a", 1), (2, "b", 2), (3, "c", 3)])
-    table.commit(data=[old])
+    table.commit_and_write(data=[old])
     new = table.write_data([(2, "b", 20)])  # re-inserted in the same commit as the delete
     delete = table.write_equality([1], [(2,), (3,)])
-    table.commit(data=[new], deletes=[delete])
+    table.commit_and_write(data=[new], deletes=[delete])
     assert _rows(table.scan().to_arrow()) == [(1, "a", 1), (2, "b", 20)]
 
 
 def test_equality_deletes_on_several_columns_match_null_to_null(tmp_path: Any) -> None:
     table = _Table(tmp_path)
     data = table.write_data([(1, "a", 1), (2, None, 2), (3, None, None), (4, "d", None), (5, "e", 5)])
-    table.commit(data=[data])
+    table.commit_and_write(data=[data])
     on_category = table.write_equality([2], [(None,)])
     on_pair = table.write_equality([1, 3], [(4, None), (5, 6), (1, 1)])
-    table.commit(deletes=[on_category, on_pair])
+    table.commit_and_write(deletes=[on_category, on_pair])
     assert _rows(table.scan().to_arrow()) == [(5, "e", 5)]
 
 
 def test_equality_key_columns_are_read_but_not_returned(tmp_path: Any) -> None:
     table = _Table(tmp_path)
     data = table.write_data([(1, "a", 1), (2, "b", 2)])
-    table.commit(data=[data])
-    table.commit(deletes=[table.write_equality([2], [("a",)])])
+    table.commit_and_write(data=[data])
+    table.commit_and_write(deletes=[table.write_equality([2], [("a",)])])
     result = table.scan(selected_fields=("value",)).to_arrow()
     assert result.schema.names == ["value"]
     assert result.column("value").to_pylist() == [2]
@@ -268,21 +228,21 @@ def test_global_equality_deletes_apply_to_every_partition(tmp_path: Any) -> None
     table = _Table(tmp_path, spec=BY_CATEGORY)
     a = table.write_data([(1, "a", 1), (2, "a", 2)], partition=("a",))
     b = table.write_data([(1, "b", 1), (3, "b", 3)], partition=("b",))
-    table.commit(data=[a, b])
+    table.commit_and_write(data=[a, b])
     local = table.write_equality([1], [(2,)], partition=("b",))  # partition b has no id 2
     global_delete = table.write_equality([1], [(1,)], spec=table.metadata.spec_by_id(0))
-    table.commit(deletes=[local, global_delete])
+    table.commit_and_write(deletes=[local, global_delete])
     assert _rows(table.scan().to_arrow()) == [(2, "a", 2), (3, "b", 3)]
 
 
 def test_chunked_equality_deletes_give_the_same_rows(tmp_path: Any) -> None:
     table = _Table(tmp_path)
     data = table.write_data([(i, f"c{i % 7}", i % 5) for i in range(200)])
-    table.commit(data=[data])
+    table.commit_and_write(data=[data])
     single = table.write_equality([1], [(i,) for i in range(0, 200, 3)])
     pairs = table.write_equality([2, 3], [(f"c{i}", i % 5) for i in range(7)] + [("nope", None)])
     positions = table.write_positions([(data.file_path, i) for i in range(1, 200, 10)])
-    table.commit(deletes=[single, pairs, positions])
+    table.commit_and_write(deletes=[single, pairs, positions])
     tasks = list(table.scan().plan_files())
     in_memory = pa.Table.from_batches(list(read_tasks(table.io, tasks, table.schema, batch_size=16)))
     chunked = pa.Table.from_batches(
@@ -308,11 +268,11 @@ def test_equality_deletes_on_uuid_and_decimal_keys(tmp_path: Any) -> None:
     table = _Table(tmp_path, schema=schema)
     u = [uuid.UUID(int=i).bytes for i in range(4)]
     rows = [(u[0], Decimal("1.00"), 0), (u[1], None, 1), (u[2], Decimal("2.50"), 2), (u[3], Decimal("3.00"), 3)]
-    table.commit(data=[table.write_data(rows)])
+    table.commit_and_write(data=[table.write_data(rows)])
     by_uuid = table.write_equality([1], [(u[0],)])
     # the delete file has the schema's column order (u, amount) whatever the id order
     by_pair = table.write_equality([2, 1], [(u[1], None), (u[3], Decimal("2.50"))])
-    table.commit(deletes=[by_uuid, by_pair])
+    table.commit_and_write(deletes=[by_uuid, by_pair])
     result = table.scan().to_arrow()
     assert result.column("n").to_pylist() == [2, 3]
     assert result.schema.field("u").type == pa.uuid()
@@ -321,9 +281,9 @@ def test_equality_deletes_on_uuid_and_decimal_keys(tmp_path: Any) -> None:
 def test_time_travel_reads_the_old_snapshot_without_later_deletes(tmp_path: Any) -> None:
     table = _Table(tmp_path)
     data = table.write_data([(1, "a", 1), (2, "b", 2)])
-    table.commit(data=[data])
+    table.commit_and_write(data=[data])
     first = table.snapshot_id
-    table.commit(deletes=[table.write_equality([1], [(1,)])])
+    table.commit_and_write(deletes=[table.write_equality([1], [(1,)])])
     assert _rows(table.scan().to_arrow()) == [(2, "b", 2)]
     assert _rows(table.scan(snapshot_id=first).to_arrow()) == [(1, "a", 1), (2, "b", 2)]
 
@@ -331,8 +291,8 @@ def test_time_travel_reads_the_old_snapshot_without_later_deletes(tmp_path: Any)
 def test_equality_deletes_on_a_dropped_column_still_apply(tmp_path: Any) -> None:
     table = _Table(tmp_path)
     data = table.write_data([(1, "a", 1), (2, "b", 2)])
-    table.commit(data=[data])
-    table.commit(deletes=[table.write_equality([2], [("b",)])])
+    table.commit_and_write(data=[data])
+    table.commit_and_write(deletes=[table.write_equality([2], [("b",)])])
     dropped = Schema(SCHEMA.fields[0], SCHEMA.fields[2])
     table.metadata = table.metadata.add_schema(dropped, 3, make_current=True)
     result = table.scan().to_arrow()
@@ -379,8 +339,8 @@ def test_position_deletes_with_a_row_column_and_many_files(tmp_path: Any) -> Non
     path = f"{table.location}/data/java-pos-deletes.parquet"
     size = _write_parquet(table.io, path, deletes)
     delete_file = DataFile(DataFileContent.POSITION_DELETES, path, FileFormat.PARQUET, (), len(rows), size)
-    table.commit(data=[one, two])
-    metadata_path = table.commit(deletes=[delete_file])
+    table.commit_and_write(data=[one, two])
+    metadata_path = table.commit_and_write(deletes=[delete_file])
     expected = [(0, "x", 0), (2, "x", 2), (3, "x", 3), (5, "x", 5), (7, "y", 7)]
     assert _rows(table.scan().to_arrow()) == expected
     assert _pyiceberg_rows(metadata_path) == expected
@@ -401,7 +361,7 @@ def test_columns_are_read_by_id_after_rename_reorder_add_and_promotion(tmp_path:
     )
     table = _Table(tmp_path, schema=old)
     data = table.write_data([(1, "a", 1.5, Decimal("1.25"), {"x": 1, "y": 2}), (2, None, None, None, None)])
-    table.commit(data=[data])
+    table.commit_and_write(data=[data])
     new = Schema(
         NestedField(
             5,
@@ -431,7 +391,7 @@ def test_columns_are_read_by_id_after_rename_reorder_add_and_promotion(tmp_path:
 def test_reading_only_missing_columns_still_counts_rows(tmp_path: Any) -> None:
     table = _Table(tmp_path)
     data = table.write_data([(1, "a", 1), (2, "b", 2), (3, "c", 3)])
-    table.commit(data=[data], deletes=[table.write_positions([(data.file_path, 1)])])
+    table.commit_and_write(data=[data], deletes=[table.write_positions([(data.file_path, 1)])])
     evolved = Schema(*SCHEMA.fields, NestedField(4, "added", StringType()))
     table.metadata = table.metadata.add_schema(evolved, 4, make_current=True)
     result = table.scan(selected_fields=("added",)).to_arrow()
@@ -490,13 +450,13 @@ def test_reader_agrees_with_a_python_model(
     data = table.write_data(rows)
     positions = {p for p in positions if p < len(rows)}
     deletes = [table.write_positions([(data.file_path, p) for p in sorted(positions)])] if positions else []
-    table.commit(data=[data], deletes=deletes)
+    table.commit_and_write(data=[data], deletes=deletes)
     eq = []
     if deleted_ids:
         eq.append(table.write_equality([1], [(i,) for i in deleted_ids]))
     if deleted_pairs:
         eq.append(table.write_equality([2, 3], deleted_pairs))
-    table.commit(deletes=eq)
+    table.commit_and_write(deletes=eq)
     row_filter: BooleanExpression = ALWAYS_TRUE if value_floor is None else col("value") >= value_floor
     expected = [
         r

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from table.conversions import to_bytes
 from table.errors import NotFoundError, ValidationError
 from table.expressions import ALWAYS_TRUE, bind, col
-from table.io import FileIO
 from table.manifest import (
     DataFile,
     DataFileContent,
@@ -23,11 +22,8 @@ from table.manifest import (
     ManifestEntry,
     ManifestEntryStatus,
     ManifestFile,
-    read_manifest_list,
-    write_manifest,
-    write_manifest_list,
 )
-from table.metadata import Snapshot, SnapshotRef, TableMetadata, new_table_metadata
+from table.metadata import SnapshotRef
 from table.partitioning import PartitionField, PartitionSpec
 from table.scan import (
     POSITION_DELETE_FILE_PATH_ID,
@@ -40,9 +36,9 @@ from table.scan import (
     referenced_data_file,
 )
 from table.schema import Schema
-from table.sort_order import UNSORTED_SORT_ORDER
 from table.transforms import DayTransform, IdentityTransform, VoidTransform
 from table.types import IntegerType, LongType, NestedField, StringType, TimestampType
+from tests.table.helpers import HandTable
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=True),
@@ -350,56 +346,19 @@ def test_manifest_pruning_by_partition_summaries_and_live_counts() -> None:
 # --------------------------------------------------------------------------
 
 
-def _snapshot(
-    snapshot_id: int, seq: int, ts: int, manifest_list: str, schema_id: int = 0, parent: Optional[int] = None
-) -> Snapshot:
-    return Snapshot(snapshot_id, parent, seq, ts, manifest_list, {"operation": "append"}, schema_id)
-
-
-class _Table:
-    """Writes manifests and manifest lists by hand, one snapshot per commit."""
-
-    def __init__(self, tmp_path: Any) -> None:
-        self.location = str(tmp_path / "t")
-        self.io = FileIO.for_location(self.location)
-        md = new_table_metadata(SCHEMA, UNPARTITIONED, UNSORTED_SORT_ORDER, self.location, timestamp_ms=1)
-        self.metadata: TableMetadata = md.add_partition_spec(BY_CATEGORY, make_default=True)  # spec id 1
-        self.manifests: list[Any] = []
-        self.snapshot_id = 0
-
-    def commit(self, data: list[DataFile] = (), deletes: list[DataFile] = (), ts: Optional[int] = None) -> int:
-        parent = self.snapshot_id or None
-        self.snapshot_id += 1
-        sid, seq = self.snapshot_id, self.metadata.next_sequence_number
-        new = []
-        for content, files in ((ManifestContent.DATA, data), (ManifestContent.DELETES, deletes)):
-            for spec_id in sorted({f.spec_id for f in files}):
-                entries = [
-                    ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, f)
-                    for f in files
-                    if f.spec_id == spec_id
-                ]
-                path = f"{self.location}/metadata/m{sid}-{content.name}-{spec_id}.avro"
-                spec = self.metadata.spec_by_id(spec_id)
-                new.append(write_manifest(self.io, path, self.metadata.schema(), spec, sid, entries, content))
-        manifest_list = f"{self.location}/metadata/snap-{sid}.avro"
-        write_manifest_list(self.io, manifest_list, sid, parent, seq, new + self.manifests)
-        self.manifests = read_manifest_list(self.io, manifest_list)
-        timestamp = ts if ts is not None else 1000 * sid
-        snapshot = _snapshot(sid, seq, timestamp, manifest_list, self.metadata.current_schema_id, parent)
-        self.metadata = self.metadata.add_snapshot(snapshot).set_branch("main", sid)
-        return sid
+def _table(tmp_path: Any) -> HandTable:
+    return HandTable(str(tmp_path / "t"), SCHEMA, BY_CATEGORY)  # spec id 1
 
 
 def test_scan_of_a_table_without_snapshots_is_empty(tmp_path: Any) -> None:
-    table = _Table(tmp_path)
+    table = _table(tmp_path)
     scan = TableScan(table.io, table.metadata)
     assert scan.snapshot() is None
     assert list(scan.plan_files()) == []
 
 
 def test_plan_files_reads_manifests_and_applies_sequence_numbers(tmp_path: Any) -> None:
-    table = _Table(tmp_path)
+    table = _table(tmp_path)
     table.commit(data=[_data("a1", ("a",), 1), _data("b1", ("b",), 1)])
     table.commit(data=[_data("a2", ("a",), 1)], deletes=[_eq("eq-a", ("a",), 1), _pos("pos-a", ("a",), 1)])
     tasks = {t.data_file.file_path: t for t in TableScan(table.io, table.metadata).plan_files()}
@@ -411,7 +370,7 @@ def test_plan_files_reads_manifests_and_applies_sequence_numbers(tmp_path: Any) 
 
 
 def test_plan_files_skips_manifests_by_partition_summary(tmp_path: Any) -> None:
-    table = _Table(tmp_path)
+    table = _table(tmp_path)
     table.commit(data=[_data("a1", ("a",), 1)])
     table.commit(data=[_data("b1", ("b",), 1)])
     scan = TableScan(table.io, table.metadata, row_filter=col("category") == "b")
@@ -419,7 +378,7 @@ def test_plan_files_skips_manifests_by_partition_summary(tmp_path: Any) -> None:
 
 
 def test_time_travel_by_id_timestamp_and_refs(tmp_path: Any) -> None:
-    table = _Table(tmp_path)
+    table = _table(tmp_path)
     first = table.commit(data=[_data("a1", ("a",), 1)], ts=1000)
     second = table.commit(data=[_data("a2", ("a",), 1)], ts=2000)
     md = table.metadata.set_ref("v1", SnapshotRef(first, "tag")).set_ref("dev", SnapshotRef(first, "branch"))
@@ -444,7 +403,7 @@ def test_time_travel_by_id_timestamp_and_refs(tmp_path: Any) -> None:
 
 
 def test_time_travel_reads_with_the_snapshot_schema(tmp_path: Any) -> None:
-    table = _Table(tmp_path)
+    table = _table(tmp_path)
     first = table.commit(data=[_data("a1", ("a",), 1)])
     evolved = Schema(*SCHEMA.fields, NestedField(4, "extra", IntegerType()))
     table.metadata = table.metadata.add_schema(evolved, 4, make_current=True)
@@ -457,7 +416,7 @@ def test_time_travel_reads_with_the_snapshot_schema(tmp_path: Any) -> None:
 
 
 def test_projected_schema_selects_columns(tmp_path: Any) -> None:
-    table = _Table(tmp_path)
+    table = _table(tmp_path)
     scan = TableScan(table.io, table.metadata, selected_fields=("ts", "id"))
     assert [f.name for f in scan.projected_schema().fields] == ["id", "ts"]
     insensitive = TableScan(table.io, table.metadata, selected_fields=("ID",), case_sensitive=False)
@@ -467,7 +426,7 @@ def test_projected_schema_selects_columns(tmp_path: Any) -> None:
 
 
 def test_partition_evolution_plans_each_spec_with_its_own_projection(tmp_path: Any) -> None:
-    table = _Table(tmp_path)
+    table = _table(tmp_path)
     table.commit(data=[_data("by-cat", ("a",), 1)])
     table.metadata = table.metadata.add_partition_spec(PartitionSpec(9, BY_DAY.fields), make_default=True)
     day_spec = table.metadata.spec().spec_id

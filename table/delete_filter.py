@@ -1,0 +1,416 @@
+"""Applying a task's delete files to its data file (spec "Position Delete
+Files", "Equality Delete Files").
+
+Deletes are merged while the data file streams batch by batch:
+
+* Position deletes: only the rows of each delete file whose ``file_path`` is
+  this data file are read (row groups are skipped by their ``file_path``
+  statistics), and the deleted positions are kept as one sorted Arrow array.
+  Memory: 8 bytes per deleted row of the data file being read.
+* Equality deletes: the equality columns of the delete files are read as
+  Arrow, keys outside the data file's bounds are dropped, the rest are
+  de-duplicated and matched with a vectorized lookup (``is_in`` for one key
+  column, a semi-join for several; null equals null). When the delete files of
+  one key set hold more than ``max_equality_keys`` rows, the keys are loaded
+  in chunks of at most that many, and each chunk is matched in a pass over the
+  data file's key columns that records the deleted positions (chunking in
+  delete-file order needs no hash kernel, reads each delete file once, and
+  costs one extra pass over the data file's key columns per chunk). Memory: at
+  most ``max_equality_keys`` keys per set of equality columns, plus 8 bytes per
+  deleted row of the data file.
+"""
+
+from __future__ import annotations
+
+import bisect
+from decimal import Decimal
+from typing import Any, Iterator, Optional, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from table.arrow_schema import arrow_value, primitive_from_arrow, type_to_arrow
+from table.errors import MalformedFileError, ValidationError
+from table.evaluators import decode_bound
+from table.io import FileIO
+from table.manifest import DataFile
+from table.projection import (
+    DEFAULT_BATCH_SIZE,
+    ParquetFile,
+    check_ids,
+    column_with_id,
+    find_field,
+    id_of,
+    iter_batches,
+    open_parquet,
+    require_parquet,
+    top_level_columns,
+)
+from table.scan import POSITION_DELETE_FILE_PATH_ID, POSITION_DELETE_POS_ID, FileScanTask, position_deletes_may_apply
+from table.schema import Schema
+from table.types import NestedField, PrimitiveType
+
+
+class DeleteFilter:
+    """The deletes of one task, loaded: drops the deleted rows of each batch."""
+
+    def __init__(self, path: str, mask: _PositionMask, keys: list[_EqualityKeys]) -> None:
+        self._path = path
+        self._mask = mask
+        self._keys = keys
+
+    @classmethod
+    def load(
+        cls, io: FileIO, task: FileScanTask, read_schema: Schema, data: ParquetFile, max_equality_keys: int
+    ) -> DeleteFilter:
+        """Read the task's position deletes and equality keys (or, for key sets
+        above ``max_equality_keys``, the positions they delete)."""
+        loader = _KeyLoader(io, task.data_file, read_schema, data, max_equality_keys)
+        positions = _deleted_positions(io, task.data_file.file_path, task.position_deletes)
+        in_memory: list[_EqualityKeys] = []
+        for ids, files in group_by_keys(task.equality_deletes).items():
+            if sum(f.record_count for f in files) <= max_equality_keys:
+                in_memory.append(loader.load_keys(ids, files))
+            else:
+                positions.append(loader.chunked_positions(ids, files))
+        return cls(data.path, _PositionMask(_sorted_unique(positions)), in_memory)
+
+    def apply(self, batch: pa.RecordBatch, start: int) -> pa.RecordBatch:
+        """The live rows of ``batch``, whose first row is at position ``start``."""
+        return _apply_deletes(batch, start, self._mask, self._keys, self._path)
+
+
+def equality_key_ids(deletes: Sequence[DataFile]) -> set[int]:
+    """Every field id that the equality delete files compare on."""
+    return {i for ids in group_by_keys(deletes) for i in ids}
+
+
+def group_by_keys(deletes: Sequence[DataFile]) -> dict[tuple[int, ...], list[DataFile]]:
+    """Equality delete files grouped by their (sorted) equality field ids."""
+    groups: dict[tuple[int, ...], list[DataFile]] = {}
+    for delete_file in deletes:
+        if not delete_file.equality_ids:
+            raise MalformedFileError(
+                delete_file.file_path, "equality_ids", "missing for an equality delete file"
+            )
+        groups.setdefault(tuple(sorted(set(delete_file.equality_ids))), []).append(delete_file)
+    return groups
+
+
+HIDDEN_PREFIX = "_floe_eq_"
+
+
+def dropped_key_field(io: FileIO, field_id: int, deletes: Sequence[DataFile]) -> NestedField:
+    delete_file = next(f for f in deletes if field_id in (f.equality_ids or ()))
+    with open_parquet(io, delete_file.file_path) as parquet:
+        arrow_field = find_field(parquet.schema_arrow, field_id)
+    if arrow_field is None:
+        raise MalformedFileError(
+            delete_file.file_path, f"equality_ids[{field_id}]", "no column with this field id"
+        )
+    field_type = primitive_from_arrow(arrow_field.type)
+    if field_type is None:
+        raise MalformedFileError(
+            delete_file.file_path, arrow_field.name, f"unsupported key type {arrow_field.type}"
+        )
+    return NestedField(field_id, f"{HIDDEN_PREFIX}{field_id}", field_type, required=False)
+
+
+def _apply_deletes(
+    batch: pa.RecordBatch, start: int, mask: _PositionMask, keys: list[_EqualityKeys], path: str
+) -> pa.RecordBatch:
+    keep = mask.keep(start, batch.num_rows)
+    for key_set in keys:
+        deleted = key_set.contains(_key_columns(batch, key_set.ids, path))
+        keep = pc.invert(deleted) if keep is None else pc.and_(keep, pc.invert(deleted))
+    return batch if keep is None else batch.filter(keep)
+
+
+def _key_columns(batch: pa.RecordBatch, ids: tuple[int, ...], path: str) -> list[pa.Array]:
+    return [_key_array(_column_by_id(batch, i, path)) for i in ids]
+
+
+def _column_by_id(batch: pa.RecordBatch, field_id: int, path: str) -> pa.Array:
+    found = column_with_id(batch.columns, list(batch.schema), field_id)
+    if found is None:
+        raise ValidationError(f"{path}: equality column {field_id} was not read")
+    return found
+
+
+# --------------------------------------------------------------------------
+# Position deletes
+# --------------------------------------------------------------------------
+
+
+def _deleted_positions(io: FileIO, data_path: str, deletes: Sequence[DataFile]) -> list[pa.Array]:
+    """The positions that ``deletes`` mark deleted in the data file (unsorted parts)."""
+    parts = []
+    for delete_file in deletes:
+        if position_deletes_may_apply(delete_file, data_path):
+            parts.extend(_positions_in(io, delete_file, data_path))
+    return parts
+
+
+def _positions_in(io: FileIO, delete_file: DataFile, data_path: str) -> Iterator[pa.Array]:
+    """Positions for ``data_path`` in one delete file, a row group at a time;
+    row groups whose ``file_path`` statistics exclude it are not read."""
+    require_parquet(delete_file)
+    path = delete_file.file_path
+    with open_parquet(io, path) as parquet:
+        check_ids(parquet.schema_arrow, path)
+        ids = {id_of(f): f.name for f in parquet.schema_arrow}
+        for needed, name in ((POSITION_DELETE_FILE_PATH_ID, "file_path"), (POSITION_DELETE_POS_ID, "pos")):
+            if needed not in ids:
+                raise MalformedFileError(path, name, f"no top-level column with field id {needed}")
+        path_col, pos_col = ids[POSITION_DELETE_FILE_PATH_ID], ids[POSITION_DELETE_POS_ID]
+        leaf = _leaf_index(parquet, path_col)
+        for group in range(parquet.num_row_groups):
+            if leaf is not None and not _group_may_hold(parquet, group, leaf, data_path):
+                continue
+            try:
+                rows = parquet.read_row_group(group, columns=[path_col, pos_col], use_threads=False)
+            except (pa.ArrowException, OSError) as exc:
+                raise MalformedFileError(path, None, f"cannot read Parquet data: {exc}") from exc
+            matching = rows.filter(pc.equal(rows.column(path_col), pa.scalar(data_path)))
+            yield matching.column(pos_col).combine_chunks().cast(pa.int64())
+
+
+def _leaf_index(parquet: pq.ParquetFile, name: str) -> Optional[int]:
+    """The Parquet leaf column of a top-level primitive column (for its statistics)."""
+    parquet_schema = parquet.metadata.schema
+    return next((i for i in range(len(parquet_schema)) if parquet_schema.column(i).path == name), None)
+
+
+def _group_may_hold(parquet: pq.ParquetFile, group: int, leaf: int, data_path: str) -> bool:
+    stats = parquet.metadata.row_group(group).column(leaf).statistics
+    if stats is None or not stats.has_min_max:
+        return True
+    low, high = _as_text(stats.min), _as_text(stats.max)
+    return low <= data_path <= high
+
+
+def _as_text(value: Any) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
+def _sorted_unique(parts: list[pa.Array]) -> pa.Array:
+    if not parts:
+        return pa.array([], pa.int64())
+    unique = pc.unique(pa.concat_arrays([p.cast(pa.int64()) for p in parts]))
+    return unique.take(pc.array_sort_indices(unique))
+
+
+class _PositionMask:
+    """Keeps the rows of a batch whose positions are not deleted."""
+
+    def __init__(self, positions: pa.Array) -> None:
+        self._positions = positions
+        self._seq = _ArrowInts(positions)
+
+    def keep(self, start: int, length: int) -> Optional[pa.Array]:
+        """A filter for rows ``start .. start+length-1``; None when none is deleted."""
+        low = bisect.bisect_left(self._seq, start)
+        high = bisect.bisect_left(self._seq, start + length)
+        if low == high:
+            return None
+        deleted = self._positions.slice(low, high - low)
+        return pc.invert(pc.is_in(pa.arange(start, start + length), value_set=deleted))
+
+
+class _ArrowInts:
+    """A sorted Arrow integer array as a sequence for :mod:`bisect`."""
+
+    def __init__(self, array: pa.Array) -> None:
+        self._array = array
+
+    def __len__(self) -> int:
+        return len(self._array)
+
+    def __getitem__(self, index: int) -> int:
+        return self._array[index].as_py()
+
+
+# --------------------------------------------------------------------------
+# Equality deletes
+# --------------------------------------------------------------------------
+
+
+class _KeyLoader:
+    """Reads the equality keys of delete files for one data file."""
+
+    def __init__(
+        self, io: FileIO, data_file: DataFile, read_schema: Schema, data: ParquetFile, max_equality_keys: int
+    ) -> None:
+        self.io = io
+        self.data_file = data_file
+        self.read_schema = read_schema
+        self.data = data
+        self.max_equality_keys = max_equality_keys
+
+    def key_types(self, ids: tuple[int, ...]) -> list[pa.DataType]:
+        return [_key_type(type_to_arrow(self.read_schema.find_field(i).field_type)) for i in ids]
+
+    def load_keys(self, ids: tuple[int, ...], files: list[DataFile]) -> _EqualityKeys:
+        chunks = list(self.key_tables(ids, files))
+        return _EqualityKeys(ids, _dedup(_concat(chunks, ids, self.key_types(ids))))
+
+    def key_tables(self, ids: tuple[int, ...], files: list[DataFile]) -> Iterator[pa.Table]:
+        """The keys of the delete files, batch by batch, cast to the read types
+        and restricted to the data file's key bounds."""
+        types = self.key_types(ids)
+        bounds_filter = _bounds_filter(self.data_file, self.read_schema, ids)
+        for delete_file in files:
+            for keys in _read_keys(self.io, delete_file, ids, types):
+                yield keys.filter(bounds_filter) if bounds_filter is not None else keys
+
+    def chunked_positions(self, ids: tuple[int, ...], files: list[DataFile]) -> pa.Array:
+        """Deleted positions of the data file, matching at most
+        ``max_equality_keys`` delete keys at a time."""
+        key_schema = self.read_schema.project(ids)
+        found: list[pa.Array] = []
+        for chunk in _chunks(self.key_tables(ids, files), self.max_equality_keys, ids, self.key_types(ids)):
+            keys = _EqualityKeys(ids, _dedup(chunk))
+            for start, batch in self.data.batches(key_schema):
+                hits = pc.indices_nonzero(keys.contains(_key_columns(batch, ids, self.data.path)))
+                found.append(pc.add(hits.cast(pa.int64()), pa.scalar(start, pa.int64())))
+        return pa.concat_arrays(found) if found else pa.array([], pa.int64())
+
+
+def _key_name(field_id: int) -> str:
+    return f"k{field_id}"
+
+
+def _key_type(arrow_type: pa.DataType) -> pa.DataType:
+    """Keys are compared on storage: Arrow kernels do not compare extension types (uuid)."""
+    return arrow_type.storage_type if isinstance(arrow_type, pa.BaseExtensionType) else arrow_type
+
+
+def _key_array(array: pa.Array) -> pa.Array:
+    return array.storage if isinstance(array.type, pa.BaseExtensionType) else array
+
+
+def _read_keys(
+    io: FileIO, delete_file: DataFile, ids: tuple[int, ...], types: list[pa.DataType]
+) -> Iterator[pa.Table]:
+    """The equality columns of one delete file, batch by batch, as key tables."""
+    require_parquet(delete_file)
+    path = delete_file.file_path
+    with open_parquet(io, path) as parquet:
+        file_schema = parquet.schema_arrow
+        for field_id in ids:
+            if find_field(file_schema, field_id) is None:
+                raise MalformedFileError(path, f"equality_ids[{field_id}]", "no column with this field id")
+        columns = top_level_columns(file_schema, ids, path)
+        read_fields = [file_schema.field(name) for name in columns]
+        for _, raw in iter_batches(parquet, path, DEFAULT_BATCH_SIZE, columns):
+            arrays = [column_with_id(raw, read_fields, i) for i in ids]
+            keys = [_key_array(a).cast(t) for a, t in zip(arrays, types)]
+            yield pa.table(keys, names=[_key_name(i) for i in ids])
+
+
+def _bounds_filter(data_file: DataFile, read_schema: Schema, ids: tuple[int, ...]) -> Optional[pc.Expression]:
+    """Keeps the delete keys that may occur in the data file: null keys, and
+    keys inside the data file's [lower, upper] bounds for every key column."""
+    condition: Optional[pc.Expression] = None
+    for field_id in ids:
+        t = read_schema.find_field(field_id).field_type
+        assert isinstance(t, PrimitiveType)
+        lower = decode_bound(t, (data_file.lower_bounds or {}).get(field_id), data_file.file_path, field_id)
+        upper = decode_bound(t, (data_file.upper_bounds or {}).get(field_id), data_file.file_path, field_id)
+        if lower is None or upper is None:
+            continue
+        key = pc.field(_key_name(field_id))
+        arrow_type = _key_type(type_to_arrow(t))
+        low, high = pa.scalar(arrow_value(lower), arrow_type), pa.scalar(arrow_value(upper), arrow_type)
+        inside = (key >= low) & (key <= high)
+        term = key.is_null() | inside
+        condition = term if condition is None else condition & term
+    return condition
+
+
+def _concat(tables: list[pa.Table], ids: tuple[int, ...], types: list[pa.DataType]) -> pa.Table:
+    if not tables:
+        return pa.table([pa.array([], t) for t in types], names=[_key_name(i) for i in ids])
+    return pa.concat_tables(tables)
+
+
+def _dedup(keys: pa.Table) -> pa.Table:
+    return keys.group_by(keys.column_names, use_threads=False).aggregate([])
+
+
+def _chunks(
+    tables: Iterator[pa.Table], limit: int, ids: tuple[int, ...], types: list[pa.DataType]
+) -> Iterator[pa.Table]:
+    """Key tables regrouped into chunks of at most ``limit`` rows."""
+    pending: list[pa.Table] = []
+    size = 0
+    for table in tables:
+        while table.num_rows:
+            take = table.slice(0, limit - size)
+            pending.append(take)
+            size += take.num_rows
+            table = table.slice(take.num_rows)
+            if size == limit:
+                yield _concat(pending, ids, types)
+                pending, size = [], 0
+    if size:
+        yield _concat(pending, ids, types)
+
+
+class _EqualityKeys:
+    """De-duplicated delete keys of one set of equality columns."""
+
+    def __init__(self, ids: tuple[int, ...], keys: pa.Table) -> None:
+        self.ids = ids
+        self.size = keys.num_rows
+        self._names = _null_safe_names(len(ids))
+        if len(ids) == 1:
+            self._values = keys.column(0).combine_chunks()
+        else:
+            self._encoded = pa.table(_null_safe(keys.columns), names=self._names)
+
+    def contains(self, columns: list[pa.Array]) -> pa.Array:
+        """For every row, whether its key is deleted (null equals null)."""
+        length = len(columns[0])
+        if self.size == 0:
+            return pa.repeat(pa.scalar(False), length)
+        if len(self.ids) == 1:
+            # is_in matches a null value to a null in the value set
+            return pc.is_in(columns[0], value_set=self._values)
+        return self._contains_composite(columns, length)
+
+    def _contains_composite(self, columns: list[pa.Array], length: int) -> pa.Array:
+        """A semi-join on (is-null flag, value) pairs, so that nulls match."""
+        rows = pa.arange(0, length)
+        left = pa.table(_null_safe(columns) + [rows], names=self._names + ["_row"])
+        joined = left.join(self._encoded, keys=self._names, join_type="left semi", use_threads=False)
+        return pc.is_in(rows, value_set=joined.column("_row").combine_chunks())
+
+
+def _null_safe_names(count: int) -> list[str]:
+    return [f"{kind}{i}" for i in range(count) for kind in ("n", "v")]
+
+
+def _null_safe(columns: Sequence[Any]) -> list[pa.Array]:
+    result = []
+    for column in columns:
+        array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        result.append(array.is_null())
+        result.append(array.fill_null(_placeholder(array.type)) if array.null_count else array)
+    return result
+
+
+def _placeholder(arrow_type: pa.DataType) -> pa.Scalar:
+    """Any non-null value of the type, to stand in for null next to its flag."""
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return pa.scalar("", arrow_type)
+    if pa.types.is_fixed_size_binary(arrow_type):
+        return pa.scalar(bytes(arrow_type.byte_width), arrow_type)
+    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type):
+        return pa.scalar(b"", arrow_type)
+    if pa.types.is_boolean(arrow_type):
+        return pa.scalar(False)
+    if pa.types.is_decimal(arrow_type):
+        return pa.scalar(Decimal(0), arrow_type)
+    return pa.scalar(0, arrow_type)
