@@ -1,0 +1,1 @@
+"""Snapshot operations: one module per kind of change, committed by :mod:`commit.snapshot_producer`."""
