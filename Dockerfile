@@ -19,7 +19,8 @@ RUN deploy/fetch-jars.sh /opt/floe/jars spark-kafka kafka-broker
 FROM python:3.11-slim-bookworm
 RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --system --uid 10001 --create-home floe
+    && useradd --system --uid 10001 --create-home floe \
+    && mkdir -p /var/lib/floe && chown floe:floe /var/lib/floe
 COPY --from=build /opt/floe /opt/floe
 ENV PATH=/opt/floe/venv/bin:$PATH \
     FLOE_JARS_DIR=/opt/floe/jars
