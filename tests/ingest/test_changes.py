@@ -1,0 +1,253 @@
+"""ingest.changes: op extraction, tombstones, keys."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any, Optional
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ingest.changes import Change, ChangeSpec, Op, OpField, classify, key_row, missing_keys
+from ingest.dead_letters import ChangeError
+from ingest.mapping import map_rows
+from table.schema import Schema
+from table.types import LongType, NestedField, StringType, StructType
+
+UPSERT_BY_ID = ChangeSpec("upsert", key_fields=("id",))
+DEBEZIUM = ChangeSpec("upsert", OpField(), ("id",))
+ENVELOPE = ChangeSpec("upsert", OpField(envelope=True), ("id",))
+
+
+def change_error(value: Any, key: Optional[bytes], spec: ChangeSpec) -> ChangeError:
+    with pytest.raises(ChangeError) as info:
+        classify(value, key, spec)
+    return info.value
+
+
+# ---------------------------------------------------------------------------
+# Append mode
+# ---------------------------------------------------------------------------
+
+
+def test_append_mode_inserts_every_value() -> None:
+    assert classify({"id": 1, "op": "d"}, b"k", ChangeSpec()) == Change(Op.UPSERT, {"id": 1, "op": "d"})
+
+
+def test_append_mode_rejects_tombstones() -> None:
+    error = change_error(None, b'{"id": 1}', ChangeSpec())
+    assert error.reason == "a tombstone (null value) cannot be appended"
+    assert error.field is None
+
+
+# ---------------------------------------------------------------------------
+# Upsert mode without an op field
+# ---------------------------------------------------------------------------
+
+
+def test_values_upsert_and_tombstones_delete_by_kafka_key() -> None:
+    assert classify({"id": 1, "x": 2}, None, UPSERT_BY_ID) == Change(Op.UPSERT, {"id": 1, "x": 2})
+    delete = classify(None, b'{"id": 1, "other": true}', UPSERT_BY_ID)
+    assert delete == Change(Op.DELETE, {"id": 1})
+    assert delete.partial
+
+
+@pytest.mark.parametrize(
+    "key, row",
+    [
+        (b"42", {"id": 42}),
+        (b'"abc"', {"id": "abc"}),
+        (b"1.50", {"id": Decimal("1.50")}),
+        (b'{"schema": {"type": "struct"}, "payload": {"id": 7}}', {"id": 7}),
+    ],
+)
+def test_json_keys(key: bytes, row: dict[str, Any]) -> None:
+    assert key_row(key, UPSERT_BY_ID) == row
+
+
+def test_string_keys() -> None:
+    spec = ChangeSpec("upsert", key_fields=("code",), key_format="string")
+    assert classify(None, "çà-1".encode(), spec) == Change(Op.DELETE, {"code": "çà-1"})
+    assert change_error(None, b"\xff", spec).reason == "the Kafka key is not UTF-8 text"
+
+
+def test_nested_and_composite_keys() -> None:
+    spec = ChangeSpec("upsert", key_fields=("tenant.id", "id"))
+    assert key_row(b'{"tenant": {"id": 3, "name": "x"}, "id": 9}', spec) == {"tenant": {"id": 3}, "id": 9}
+    error = change_error(None, b'{"tenant": {}, "id": 9}', spec)
+    assert (error.field, error.reason) == ("tenant.id", "key field is missing from the Kafka key")
+    error = change_error(None, b"9", spec)
+    assert error.reason == "the Kafka key is number 9, not an object with the key fields"
+
+
+@pytest.mark.parametrize(
+    "key, reason",
+    [
+        (None, "a tombstone (null value) without a Kafka key deletes nothing"),
+        (b"{oops", "the Kafka key is not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+        (b"\xff", "the Kafka key is not JSON"),
+        (b"[1]", "the Kafka key is array, not an object with the key fields"),
+        (b"null", "the Kafka key is null, not an object with the key fields"),
+    ],
+)
+def test_unusable_tombstone_keys(key: Optional[bytes], reason: str) -> None:
+    assert change_error(None, key, UPSERT_BY_ID).reason.startswith(reason)
+
+
+def test_missing_key_field_in_kafka_key_names_the_field() -> None:
+    error = change_error(None, b'{"other": 1}', UPSERT_BY_ID)
+    assert (error.field, error.reason) == ("id", "key field is missing from the Kafka key")
+    assert str(error) == "field 'id': key field is missing from the Kafka key"
+
+
+# ---------------------------------------------------------------------------
+# Op fields
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op, expected", [("c", Op.UPSERT), ("r", Op.UPSERT), ("u", Op.UPSERT), ("d", Op.DELETE)])
+def test_debezium_ops(op: str, expected: Op) -> None:
+    change = classify({"id": 5, "name": "n", "op": op}, None, DEBEZIUM)
+    assert change.op is expected
+    assert change.row == ({"id": 5} if expected is Op.DELETE else {"id": 5, "name": "n", "op": op})
+
+
+def test_configured_op_values_and_nested_op_field() -> None:
+    spec = ChangeSpec(
+        "upsert", OpField("meta.kind", inserts=("INSERT",), updates=("UPDATE", 2), deletes=("DELETE", 3)), ("id",)
+    )
+    assert classify({"id": 1, "meta": {"kind": "INSERT"}}, None, spec).op is Op.UPSERT
+    assert classify({"id": 1, "meta": {"kind": 2}}, None, spec).op is Op.UPSERT
+    assert classify({"id": 1, "meta": {"kind": 3}}, None, spec).op is Op.DELETE
+    error = change_error({"id": 1, "meta": {"kind": "c"}}, None, spec)
+    assert (error.field, error.reason) == ("meta.kind", 'unknown operation string "c"; expected one of INSERT, UPDATE, 2, DELETE, 3')
+
+
+@pytest.mark.parametrize(
+    "value, reason",
+    [
+        ({"id": 1}, "the operation is missing"),
+        ({"id": 1, "op": None}, "the operation is missing"),
+        ({"id": 1, "op": "t"}, 'unknown operation string "t"; expected one of c, r, u, d'),
+        ({"id": 1, "op": True}, "unknown operation boolean true"),
+        ({"id": 1, "op": ["c"]}, "unknown operation array"),
+    ],
+)
+def test_bad_ops_name_the_op_field(value: dict[str, Any], reason: str) -> None:
+    error = change_error(value, None, DEBEZIUM)
+    assert error.field == "op"
+    assert error.reason.startswith(reason)
+
+
+def test_tombstones_still_delete_with_an_op_field() -> None:
+    assert classify(None, b'{"id": 4}', DEBEZIUM) == Change(Op.DELETE, {"id": 4})
+
+
+def test_a_delete_without_its_key_falls_back_to_the_kafka_key() -> None:
+    assert classify({"op": "d"}, b'{"id": 8}', DEBEZIUM) == Change(Op.DELETE, {"id": 8})
+    error = change_error({"op": "d"}, None, DEBEZIUM)
+    assert (error.field, error.reason) == ("id", "key field is missing from the deleted row and there is no Kafka key")
+
+
+# ---------------------------------------------------------------------------
+# Debezium envelopes
+# ---------------------------------------------------------------------------
+
+
+def test_envelope_rows_come_from_after_and_deletes_from_before() -> None:
+    create = {"before": None, "after": {"id": 1, "name": "a"}, "op": "c", "ts_ms": 1}
+    assert classify(create, None, ENVELOPE) == Change(Op.UPSERT, {"id": 1, "name": "a"})
+    delete = {"before": {"id": 1, "name": "a"}, "after": None, "op": "d"}
+    assert classify(delete, None, ENVELOPE) == Change(Op.DELETE, {"id": 1})
+
+
+def test_envelope_delete_without_before_uses_the_kafka_key() -> None:
+    assert classify({"before": None, "after": None, "op": "d"}, b'{"id": 3}', ENVELOPE) == Change(Op.DELETE, {"id": 3})
+
+
+def test_envelope_errors_name_the_image() -> None:
+    error = change_error({"before": None, "after": None, "op": "u"}, None, ENVELOPE)
+    assert (error.field, error.reason) == ("after", "the row image is null")
+    error = change_error({"after": [1], "op": "c"}, None, ENVELOPE)
+    assert (error.field, error.reason) == ("after", "the row image must be an object, got array")
+
+
+# ---------------------------------------------------------------------------
+# Spec validation
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"mode": "merge"}, "mode must be 'append' or 'upsert'"),
+        ({"op_field": OpField()}, "an op field needs upsert mode"),
+        ({"mode": "upsert"}, "upsert mode needs key fields"),
+        ({"mode": "upsert", "key_fields": ("a", "b"), "key_format": "string"}, "a string Kafka key can fill one key field"),
+        ({"mode": "upsert", "key_fields": ("a",), "key_format": "avro"}, "key_format must be"),
+    ],
+)
+def test_invalid_specs(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ChangeSpec(**kwargs)
+
+
+def test_an_op_value_cannot_mean_two_operations() -> None:
+    with pytest.raises(ValueError, match="listed for two operations"):
+        OpField(inserts=("c",), deletes=("c",))
+
+
+def test_op_field_lists_are_normalised_to_tuples() -> None:
+    op_field = OpField(deletes=["d", "x"])  # type: ignore[arg-type]
+    assert op_field.deletes == ("d", "x")
+    assert hash(op_field) == hash(OpField(deletes=("d", "x")))
+
+
+# ---------------------------------------------------------------------------
+# Keys after mapping
+# ---------------------------------------------------------------------------
+
+
+def test_missing_keys_checks_only_the_given_positions_and_names_the_field() -> None:
+    schema = Schema(
+        NestedField(1, "id", LongType()),
+        NestedField(2, "tenant", StructType(NestedField(3, "id", StringType()))),
+    )
+    rows = [{"id": 1, "tenant": {"id": "a"}}, {"tenant": {"id": "b"}}, {"id": 3, "tenant": None}, {"id": 4, "tenant": {}}, {}]
+    batch = map_rows(rows, schema).batch
+    errors = missing_keys(batch, ("id", "tenant.id"), [0, 1, 2, 3])
+    assert {i: (e.field, e.reason) for i, e in errors.items()} == {
+        1: ("id", "key field is missing"),
+        2: ("tenant.id", "key field is missing"),
+        3: ("tenant.id", "key field is missing"),
+    }
+    assert missing_keys(batch, ("id",), []) == {}
+
+
+def test_missing_keys_on_a_batch_type() -> None:
+    batch = pa.RecordBatch.from_pydict({"id": pa.array([1, None], pa.int64())})
+    assert list(missing_keys(batch, ("id",), [0, 1])) == [1]
+
+
+# ---------------------------------------------------------------------------
+# Hypothesis
+# ---------------------------------------------------------------------------
+
+scalars = st.integers() | st.text() | st.booleans()
+
+
+@given(st.dictionaries(st.sampled_from(["a", "b", "c"]), scalars, min_size=1), st.data())
+def test_kafka_key_objects_yield_exactly_the_key_fields(key: dict[str, Any], data: st.DataObject) -> None:
+    fields = tuple(data.draw(st.lists(st.sampled_from(sorted(key)), min_size=1, unique=True)))
+    spec = ChangeSpec("upsert", key_fields=fields)
+    change = classify(None, json.dumps(key).encode(), spec)
+    assert change == Change(Op.DELETE, {f: key[f] for f in fields})
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=3), scalars), st.sampled_from(["c", "r", "u"]))
+def test_upserts_pass_the_value_through_untouched(value: dict[str, Any], op: str) -> None:
+    value = {**value, "op": op, "id": 1}
+    assert classify(value, None, DEBEZIUM) == Change(Op.UPSERT, value)
