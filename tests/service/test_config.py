@@ -1,4 +1,4 @@
-"""service/config.py: loading, environment overrides, validation messages, secrets, reference."""
+"""service/config/: loading, environment overrides, validation messages, secrets, reference."""
 
 from __future__ import annotations
 

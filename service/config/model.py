@@ -1,0 +1,178 @@
+"""The root of the model tree (:class:`FloeConfig`), its small sections, and the rules across sections.
+
+Both containers of a deployment (``floe ingest`` and ``floe compact``) read
+the same tree, so rules that span sections (tables sharing topics, readiness
+against the trigger) are checked here once, before any work starts.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Annotated, Iterator, Literal
+
+from pydantic import Field, model_validator
+
+from service.config.catalog import CatalogConfig
+from service.config.compactor import CompactionConfig
+from service.config.fields import Duration, Location, Section, UpperCased, format_duration
+from service.config.kafka import KafkaConfig
+from service.config.problems import Problem, invalid, raise_all
+from service.config.tables import TableConfig
+
+
+class TriggerConfig(Section):
+    """When micro-batches run."""
+
+    processing_time: Duration = Field(timedelta(seconds=60), description="Interval between micro-batch starts.")
+    available_now: bool = Field(
+        False, description="Process what is in Kafka now, then stop (back-fills); excludes `processing_time`."
+    )
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "TriggerConfig":
+        if self.available_now and "processing_time" in self.model_fields_set:
+            raise invalid(("available_now", "cannot be combined with processing_time; set one of them"))
+        return self
+
+
+class HttpConfig(Section):
+    """The ops endpoint (`/metrics`, `/healthz`, `/readyz`) of each component."""
+
+    host: str = Field("0.0.0.0", description="Address to listen on.")
+    ingest_port: int = Field(9464, ge=0, le=65535, description="Port of `floe ingest` (0: any free port).")
+    compact_port: int = Field(
+        9465,
+        ge=0,
+        le=65535,
+        description="Port of `floe compact`; differs from ingest_port because both share a pod's network.",
+    )
+
+    @model_validator(mode="after")
+    def _distinct(self) -> "HttpConfig":
+        if self.ingest_port == self.compact_port != 0:
+            raise invalid(
+                (
+                    "compact_port",
+                    f"must differ from ingest_port (both containers share the pod's network), got {self.compact_port}",
+                )
+            )
+        return self
+
+    def port_for(self, component: str) -> int:
+        return self.ingest_port if component == "ingest" else self.compact_port
+
+
+class ReadinessConfig(Section):
+    """What `/readyz` of the ingest component requires."""
+
+    max_commit_age: Duration = Field(
+        timedelta(minutes=15), description="Not ready when the last commit is older than this."
+    )
+
+
+class FloeConfig(Section):
+    """The whole configuration of one Floe deployment."""
+
+    kafka: KafkaConfig = Field(description="Kafka connection and read settings.")
+    catalog: CatalogConfig = Field(description="Iceberg catalog and warehouse.")
+    tables: list[TableConfig] = Field(min_length=1, description="Tables to land, one streaming query each.")
+    checkpoint_location: Location = Field(
+        description="Spark checkpoint root; each table's query uses `<root>/<identifier>`."
+    )
+    trigger: TriggerConfig = Field(default_factory=TriggerConfig, description="Micro-batch trigger.")
+    compaction: CompactionConfig = Field(default_factory=CompactionConfig, description="Compactor settings.")
+    http: HttpConfig = Field(default_factory=HttpConfig, description="Ops HTTP endpoint.")
+    readiness: ReadinessConfig = Field(default_factory=ReadinessConfig, description="Readiness rules.")
+    log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR"], UpperCased] = Field(
+        "INFO", description="Log level of the JSON-lines log."
+    )
+
+    def table(self, identifier: str) -> TableConfig:
+        """The table with this identifier; KeyError names the known ones."""
+        for table in self.tables:
+            if table.identifier == identifier:
+                return table
+        raise KeyError(
+            f"no table {identifier!r} in the configuration (tables: {', '.join(t.identifier for t in self.tables)})"
+        )
+
+    def checkpoint_for(self, table: TableConfig) -> str:
+        return f"{self.checkpoint_location}/{table.identifier}"
+
+    @model_validator(mode="after")
+    def _coherent(self) -> "FloeConfig":
+        raise_all(
+            [
+                *_duplicate_tables(self.tables),
+                *_shared_topics(self.tables),
+                *_dead_letter_clashes(self.tables),
+                *_readiness_problems(self.trigger, self.readiness),
+                *_unread_starting_offsets(self.kafka, self.tables),
+            ]
+        )
+        return self
+
+
+def _readiness_problems(trigger: TriggerConfig, readiness: ReadinessConfig) -> list[Problem]:
+    """A streaming query commits once per trigger, so a shorter age would flap between batches."""
+    interval = trigger.processing_time
+    if trigger.available_now or readiness.max_commit_age > interval:
+        return []
+    return [
+        (
+            "readiness.max_commit_age",
+            f"must be longer than trigger.processing_time ({format_duration(interval)}), "
+            f"got {format_duration(readiness.max_commit_age)!r}",
+        )
+    ]
+
+
+def _unread_starting_offsets(kafka: KafkaConfig, tables: list[TableConfig]) -> list[Problem]:
+    if not isinstance(kafka.starting_offsets, dict):
+        return []
+    listed = {t for table in tables for t in table.source_topics}
+    return [
+        (f"kafka.starting_offsets.{topic}", f"topic {topic!r} is not listed in any table's topics")
+        for topic in kafka.starting_offsets
+        if topic not in listed
+    ]
+
+
+def _duplicate_tables(tables: list[TableConfig]) -> Iterator[Problem]:
+    first: dict[str, int] = {}
+    for i, table in enumerate(tables):
+        if table.identifier in first:
+            yield f"tables[{i}].identifier", f"{table.identifier!r} is already used by tables[{first[table.identifier]}]"
+        first.setdefault(table.identifier, i)
+
+
+def _readers(tables: list[TableConfig], topic: str) -> list[int]:
+    """Indexes of the tables that read ``topic`` (listed, or matched by their pattern)."""
+    return [
+        i
+        for i, t in enumerate(tables)
+        if topic in t.source_topics or (t.topic_pattern is not None and re.fullmatch(t.topic_pattern, topic))
+    ]
+
+
+def _shared_topics(tables: list[TableConfig]) -> Iterator[Problem]:
+    for i, table in enumerate(tables):
+        for j, topic in enumerate(table.source_topics):
+            others = [k for k in _readers(tables, topic) if k != i]
+            if others and not all(tables[k].share_topics for k in [i, *others]):
+                names = ", ".join(f"tables[{k}] ({tables[k].identifier})" for k in others)
+                yield (
+                    f"tables[{i}].topics[{j}]",
+                    f"topic {topic!r} is also read by {names}; set share_topics: true on each of them to allow it",
+                )
+
+
+def _dead_letter_clashes(tables: list[TableConfig]) -> Iterator[Problem]:
+    for i, table in enumerate(tables):
+        topic = table.dead_letter_topic
+        if topic is not None and (readers := _readers(tables, topic)):
+            yield (
+                f"tables[{i}].dead_letter_topic",
+                f"topic {topic!r} is a source of tables[{readers[0]}]; dead letters would be read back",
+            )

@@ -1,0 +1,13 @@
+"""The only form of a loaded config that may be displayed or logged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from service.config.model import FloeConfig
+from service.logging import redact
+
+
+def redacted_dict(config: FloeConfig) -> dict[str, Any]:
+    """The configuration as plain data for ``floe check``: defaults filled in, every secret masked."""
+    return redact(config.model_dump(mode="json", by_alias=True))

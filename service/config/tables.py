@@ -1,0 +1,326 @@
+"""The ``tables`` section: one Iceberg table per streaming query, and how records land in it.
+
+An explicit schema is checked here against the key, partition spec, sort
+order and metadata columns, so a typo is reported by ``floe check`` rather
+than by a failing query; schemas derived from Avro are checked at start-up.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Iterator, Literal, Optional
+
+from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, model_validator
+
+from commit.errors import InvalidArgument
+from commit.identifiers import to_table_identifier
+from service.config.credentials import url_password_problems
+from service.config.fields import ConfigPath, Properties, Section, StringList, TopicName, comma_list
+from service.config.problems import Problem, only_used_when, raise_all, render_path, required_when, show
+from service.config.schema import Column, build_schema, has_field
+from service.config.terms import SortTerm, Term, parse_sort_term, parse_term, terms_validator
+from table.errors import SchemaError, TableError
+from table.partitioning import build_partition_spec
+from table.schema import Schema
+from table.transforms import parse_transform
+
+
+class FormatConfig(Section):
+    """How Kafka record values are decoded."""
+
+    type: Literal["json", "avro", "confluent-avro"] = Field(
+        "json", description="`json`, `avro` (plain binary Avro) or `confluent-avro` (schema-registry framing)."
+    )
+    schema_file: Optional[ConfigPath] = Field(
+        None, description="Avro reader schema (.avsc); required for `avro`, optional for `confluent-avro`."
+    )
+    registry_url: Optional[str] = Field(
+        None, description="Schema registry URL for `confluent-avro` (no credentials in it)."
+    )
+    registry_username: Optional[str] = Field(None, description="Schema registry basic-auth user.")
+    registry_password: Optional[SecretStr] = Field(None, description="Schema registry basic-auth password.")
+    schema_dir: Optional[ConfigPath] = Field(
+        None, description="For `confluent-avro` without a registry: directory of writer schemas named `<id>.avsc`."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return {"type": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _fits_type(self) -> "FormatConfig":
+        problems = [(key, only_used_when("type", allowed, self.type)) for key, allowed in self._misplaced()]
+        if self.type == "avro" and self.schema_file is None:
+            problems.append(("schema_file", required_when("type", "avro")))
+        if self.type == "confluent-avro" and (self.registry_url is None) == (self.schema_dir is None):
+            problems.append(
+                ("registry_url", "set exactly one of registry_url and schema_dir when type is 'confluent-avro'")
+            )
+        if (self.registry_username is None) != (self.registry_password is None):
+            problems.append(("registry_username", "set registry_username and registry_password together"))
+        if self.registry_url is not None:
+            problems += url_password_problems(
+                "registry_url", self.registry_url, "registry_username and registry_password"
+            )
+        raise_all(problems)
+        return self
+
+    def _misplaced(self) -> Iterator[tuple[str, str]]:
+        allowed = {
+            "schema_file": ("avro", "confluent-avro"),
+            "registry_url": ("confluent-avro",),
+            "registry_username": ("confluent-avro",),
+            "registry_password": ("confluent-avro",),
+            "schema_dir": ("confluent-avro",),
+        }
+        for key, types_ in allowed.items():
+            if getattr(self, key) is not None and self.type not in types_:
+                yield key, " or ".join(repr(t) for t in types_)
+
+
+class OpConfig(Section):
+    """Which value of which record field says insert, update or delete (upsert mode)."""
+
+    field: str = Field("op", min_length=1, description="Record field holding the operation (Debezium: `op`).")
+    insert: StringList = Field(
+        default_factory=lambda: ["c", "r"], description="Values meaning insert (Debezium: create, snapshot read)."
+    )
+    update: StringList = Field(default_factory=lambda: ["u"], description="Values meaning update.")
+    delete: StringList = Field(default_factory=lambda: ["d"], description="Values meaning delete.")
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> "OpConfig":
+        seen: dict[str, str] = {}
+        problems = []
+        for kind in ("insert", "update", "delete"):
+            for value in getattr(self, kind):
+                if value in seen:
+                    problems.append((kind, f"value {value!r} is already listed under {seen[value]}"))
+                seen.setdefault(value, kind)
+        raise_all(problems)
+        return self
+
+
+_METADATA_SOURCE = re.compile(r"^(key|timestamp|topic|partition|offset|headers\.[^\s]+)$")
+_METADATA_TYPES = {
+    "key": ("string", "binary"),
+    "headers": ("string", "binary"),
+    "timestamp": ("timestamptz", "timestamp", "long"),
+    "topic": ("string",),
+    "partition": ("int", "long"),
+    "offset": ("long",),
+}
+
+
+def _metadata_sources(value: Any) -> Any:
+    if isinstance(value, dict):
+        expected = "expected key, timestamp, topic, partition, offset or headers.<name>"
+        raise_all(
+            [
+                (str(column), f"{expected}, got {show(source)}")
+                for column, source in value.items()
+                if not isinstance(source, str) or not _METADATA_SOURCE.match(source)
+            ]
+        )
+    return value
+
+
+class TableConfig(Section):
+    """One Iceberg table fed by one streaming query."""
+
+    identifier: str = Field(description="Table identifier `namespace.table` (namespace levels separated by dots).")
+    topics: Optional[Annotated[list[TopicName], BeforeValidator(comma_list)]] = Field(
+        None, description="Source topics (a list or a comma-separated string); or use `topic_pattern`."
+    )
+    topic_pattern: Optional[str] = Field(
+        None, description="Source topics as a Java regular expression matched against whole names."
+    )
+    share_topics: bool = Field(
+        False, description="Allow this table's topics to be read by other tables too (each of them must set it)."
+    )
+    format: FormatConfig = Field(
+        default_factory=FormatConfig, description="Record value format; a string is shorthand for `{type: ...}`."
+    )
+    columns: Optional[list[Column]] = Field(
+        None,
+        alias="schema",
+        description="Table columns; leave out to derive them from the Avro schema (`avro`, `confluent-avro`).",
+    )
+    partition_spec: Annotated[list[str], AfterValidator(terms_validator(parse_term))] = Field(
+        default_factory=list,
+        description="Partition fields: `day(event_ts)`, `bucket(16, id)`, `truncate(4, name)`, "
+        "`identity(country)` or `country`.",
+    )
+    sort_order: Annotated[list[str], AfterValidator(terms_validator(parse_sort_term))] = Field(
+        default_factory=list, description="Sort fields: `id`, `event_ts desc`, `day(event_ts) asc nulls last`."
+    )
+    key: StringList = Field(default_factory=list, description="Identifier fields (the row key); required for upsert.")
+    mode: Literal["append", "upsert"] = Field(
+        "append", description="`append` adds every record; `upsert` keeps the latest row per key."
+    )
+    op: Optional[OpConfig] = Field(
+        None,
+        description="Operation field of change records (upsert only); without it every record is an upsert, "
+        "a null value a delete.",
+    )
+    metadata_columns: Annotated[dict[str, str], BeforeValidator(_metadata_sources)] = Field(
+        default_factory=dict,
+        description="Column -> Kafka metadata: `key`, `timestamp`, `topic`, `partition`, `offset`, `headers.<name>`.",
+    )
+    bad_records: Literal["fail", "dead-letter"] = Field(
+        "fail",
+        description="`fail` stops the query on an undecodable record; `dead-letter` sends it to `dead_letter_topic`.",
+    )
+    dead_letter_topic: Optional[TopicName] = Field(
+        None, description="Topic for bad records; required with `bad_records: dead-letter`."
+    )
+    properties: Properties = Field(
+        default_factory=dict,
+        description="Iceberg table properties set at creation (e.g. `write.target-file-size-bytes`).",
+    )
+
+    @property
+    def namespace(self) -> tuple[str, ...]:
+        return tuple(self.identifier.split(".")[:-1])
+
+    @property
+    def name(self) -> str:
+        return self.identifier.split(".")[-1]
+
+    @property
+    def source_topics(self) -> list[str]:
+        """The listed topics (empty when the table subscribes by pattern)."""
+        return list(self.topics or [])
+
+    def partition_terms(self) -> list[Term]:
+        return [parse_term(t) for t in self.partition_spec]
+
+    def sort_terms(self) -> list[SortTerm]:
+        return [parse_sort_term(t) for t in self.sort_order]
+
+    def iceberg_schema(self) -> Optional[Schema]:
+        """The explicit schema with fresh ids and the key as identifier fields; None when derived from Avro."""
+        return build_schema(self.columns, self.key) if self.columns is not None else None
+
+    @model_validator(mode="after")
+    def _coherent(self) -> "TableConfig":
+        problems = [*self._identifier_problems(), *self._source_problems(), *self._mode_problems()]
+        problems += self._schema_problems() if self.columns is not None else []
+        raise_all(problems)
+        return self
+
+    def _identifier_problems(self) -> list[Problem]:
+        try:
+            to_table_identifier(self.identifier)
+        except InvalidArgument as exc:
+            return [("identifier", f"expected namespace.table: {exc}")]
+        return []
+
+    def _source_problems(self) -> list[Problem]:
+        problems = [*self._topic_problems(), *self._dead_letter_problems()]
+        if self.columns is None and self.format.type == "json":
+            problems.append(("schema", required_when("format", "json")))
+        return problems
+
+    def _topic_problems(self) -> list[Problem]:
+        problems = []
+        if (self.topics is None) == (self.topic_pattern is None):
+            problems.append(("topics", "set exactly one of topics and topic_pattern"))
+        if self.topics is not None and not self.topics:
+            problems.append(("topics", "expected at least one topic, got []"))
+        if self.topic_pattern is not None:
+            try:
+                re.compile(self.topic_pattern)
+            except re.error as exc:
+                problems.append(("topic_pattern", f"expected a regular expression, {exc} (got {self.topic_pattern!r})"))
+        return problems
+
+    def _dead_letter_problems(self) -> list[Problem]:
+        problems = []
+        if self.bad_records == "dead-letter" and self.dead_letter_topic is None:
+            problems.append(("dead_letter_topic", required_when("bad_records", "dead-letter")))
+        if self.bad_records == "fail" and self.dead_letter_topic is not None:
+            problems.append(("dead_letter_topic", only_used_when("bad_records", "'dead-letter'", self.bad_records)))
+        if self.dead_letter_topic is not None and self.dead_letter_topic in self.source_topics:
+            problems.append(
+                ("dead_letter_topic", f"must not be a source topic of the same table, got {self.dead_letter_topic!r}")
+            )
+        return problems
+
+    def _mode_problems(self) -> list[Problem]:
+        problems = []
+        if self.mode == "upsert" and not self.key:
+            problems.append(("key", required_when("mode", "upsert")))
+        if self.mode != "upsert" and self.op is not None:
+            problems.append(("op", only_used_when("mode", "'upsert'", self.mode)))
+        for i, name in enumerate(self.key):
+            if name in self.key[:i]:
+                problems.append((f"key[{i}]", f"duplicate key field {name!r}"))
+        return problems
+
+    def _schema_problems(self) -> list[Problem]:
+        """Checks against the explicit schema; derived schemas are checked at start-up."""
+        assert self.columns is not None
+        names = [c.name for c in self.columns]
+        duplicates = [(f"schema[{i}].name", f"duplicate column {n!r}") for i, n in enumerate(names) if n in names[:i]]
+        if duplicates:
+            return duplicates
+        try:
+            schema = build_schema(self.columns, [])
+        except SchemaError as exc:
+            return [("schema", str(exc))]
+        columns = ", ".join(names)
+        problems = [
+            *self._key_problems(schema, columns),
+            *_term_problems(schema, "partition_spec", self.partition_terms(), columns),
+            *_term_problems(schema, "sort_order", self.sort_terms(), columns),
+            *self._metadata_problems(schema),
+        ]
+        return problems or self._whole_problems(schema)
+
+    def _key_problems(self, schema: Schema, columns: str) -> list[Problem]:
+        return [
+            (f"key[{i}]", f"{name!r} is not a column of the schema (columns: {columns})")
+            for i, name in enumerate(self.key)
+            if not has_field(schema, name)
+        ]
+
+    def _metadata_problems(self, schema: Schema) -> list[Problem]:
+        problems = []
+        for column, source in self.metadata_columns.items():
+            allowed = _METADATA_TYPES[source.split(".")[0]]
+            at = render_path(("metadata_columns", column))
+            if not has_field(schema, column):
+                problems.append((at, f"{column!r} must be a column of the schema, of type {' or '.join(allowed)}"))
+                continue
+            found = schema.find_field(column).field_type
+            if str(found) not in allowed:
+                problems.append((at, f"{source} needs a column of type {' or '.join(allowed)}, got {found}"))
+        return problems
+
+    def _whole_problems(self, schema: Schema) -> list[Problem]:
+        """The table layer's own rules (identifier fields, redundant partitions)."""
+        problems = []
+        try:
+            build_schema(self.columns or [], self.key)
+        except TableError as exc:
+            problems.append(("key", str(exc)))
+        try:
+            build_partition_spec(schema, [(t.transform, t.column) for t in self.partition_terms()])
+        except TableError as exc:
+            problems.append(("partition_spec", str(exc)))
+        return problems
+
+
+def _term_problems(schema: Schema, key: str, terms: list[Any], columns: str) -> list[Problem]:
+    """Each term's source column exists and its transform applies to the column's type."""
+    problems = []
+    for i, term in enumerate(terms):
+        if not has_field(schema, term.column):
+            problems.append((f"{key}[{i}]", f"source column {term.column!r} is not in the schema (columns: {columns})"))
+            continue
+        field_type = schema.find_field(term.column).field_type
+        if not parse_transform(term.transform).can_transform(field_type):
+            problems.append((f"{key}[{i}]", f"{term.transform} cannot apply to {term.column!r} of type {field_type}"))
+    return problems
