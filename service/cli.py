@@ -1,33 +1,121 @@
-"""The ``floe`` command line."""
+"""The ``floe`` command line.
+
+Exit codes: 0 success, 1 a command failed, 2 bad usage or an invalid
+configuration (each problem printed on its own line).
+"""
 
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import tempfile
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
+
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+
+
+def _load(path: str):  # -> FloeConfig
+    from service.config import load_config
+
+    return load_config(path)
+
+
+def _catalog_from(args: argparse.Namespace):  # -> Catalog
+    from commit.catalog import Catalog
+
+    if args.config:
+        config = _load(args.config)
+        return Catalog(config.catalog.connection_uri(), config.catalog.warehouse, config.catalog.name)
+    if not (args.catalog_uri and args.warehouse):
+        raise SystemExit("floe table: give --config FILE, or --catalog-uri and --warehouse")
+    return Catalog(args.catalog_uri, args.warehouse, args.catalog_name)
+
+
+def _print(lines: Sequence[str]) -> int:
+    for line in lines:
+        print(line)
+    return EXIT_OK
+
+
+def _table(args: argparse.Namespace) -> int:
+    from service import inspect
+    from table.io import FileIO
+
+    catalog = _catalog_from(args)
+    if args.table_command == "list":
+        return _print(inspect.list_tables(catalog))
+    loaded = catalog.load_table(args.identifier)
+    io = FileIO.for_location(loaded.metadata_location)
+    views: dict[str, Callable[[], list[str]]] = {
+        "describe": lambda: inspect.describe(loaded.metadata_location, loaded.metadata),
+        "history": lambda: inspect.history(loaded.metadata),
+        "files": lambda: inspect.files(io, loaded.metadata),
+        "scan": lambda: inspect.scan(io, loaded.metadata, args.limit, tuple(args.columns or ("*",))),
+    }
+    return _print(views[args.table_command]())
+
+
+def _check(args: argparse.Namespace) -> int:
+    import yaml
+
+    from service.check import run_checks
+    from service.config import redacted_dict
+
+    config = _load(args.config)
+    print("configuration: valid")
+    if args.show_config:
+        print(yaml.safe_dump(redacted_dict(config), sort_keys=False).rstrip())
+    results = run_checks(config)
+    _print([r.line() for r in results])
+    return EXIT_OK if all(r.ok for r in results) else EXIT_FAILED
 
 
 def _demo(args: argparse.Namespace) -> int:
-    """Embedded-defaults run. Ingestion is not built yet; this proves the set-up."""
+    """Embedded-defaults run. Ingestion is not wired in yet; this proves the set-up."""
     from service.local_kafka import LocalKafka
 
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="floe-demo-"))
     with LocalKafka(work / "kafka") as kafka:
         print(f"floe demo: local Kafka broker is up at {kafka.bootstrap} (logs: {kafka.log_file})")
-        print(
-            "floe demo: ingestion (Kafka -> Iceberg) is not implemented yet; "
-            "this command will run it once the ingest and service work lands."
-        )
+        print("floe demo: the end-to-end demo (ingest + compaction) is not wired in yet.")
     print("floe demo: local Kafka broker stopped")
-    return 0
+    return EXIT_OK
+
+
+def _add_table_commands(commands: argparse._SubParsersAction) -> None:
+    table = commands.add_parser("table", help="inspect a table: list, describe, history, files, scan")
+    table.add_argument("--config", help="Floe configuration file (for the catalog)")
+    table.add_argument("--catalog-uri", help="catalog URI, instead of --config (sqlite:////abs/catalog.db)")
+    table.add_argument("--warehouse", help="warehouse location, with --catalog-uri")
+    table.add_argument("--catalog-name", default="floe", help="catalog name, with --catalog-uri (default floe)")
+    sub = table.add_subparsers(dest="table_command", required=True)
+    sub.add_parser("list", help="every table in the catalog")
+    for name, text in (
+        ("describe", "schema, partition specs, sort order, properties"),
+        ("history", "snapshots of the main branch with their summaries"),
+        ("files", "live data files with sizes, rows and delete counts"),
+        ("scan", "live rows as JSON lines (deletes applied)"),
+    ):
+        view = sub.add_parser(name, help=text)
+        view.add_argument("identifier", help="namespace.table")
+        if name == "scan":
+            view.add_argument("--limit", type=int, default=20, help="rows to print at most (default 20)")
+            view.add_argument("--columns", nargs="*", help="columns to print (default all)")
+    table.set_defaults(func=_table)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="floe", description="Land Kafka topics in Apache Iceberg v2 tables.")
     commands = parser.add_subparsers(dest="command", required=True)
+
+    check = commands.add_parser("check", help="validate a configuration and reach Kafka, the catalog, the warehouse")
+    check.add_argument("--config", required=True, help="Floe configuration file (YAML)")
+    check.add_argument("--show-config", action="store_true", help="print the effective configuration, secrets masked")
+    check.set_defaults(func=_check)
+
+    _add_table_commands(commands)
+
     demo = commands.add_parser("demo", help="run Floe on embedded defaults (local Kafka, SQLite catalog)")
     demo.add_argument("--work-dir", help="where the demo keeps its broker, catalog and warehouse")
     demo.set_defaults(func=_demo)
@@ -35,9 +123,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    from service.config import ConfigError
+    from service.logging import configure_logging
+
+    configure_logging("INFO", sys.stderr)
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        print(f"floe: invalid configuration ({exc.source}):", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return EXIT_CONFIG
 
 
 if __name__ == "__main__":
