@@ -1,0 +1,397 @@
+"""Rewriting one file group: its live rows in, files of the target size out, and where each row went.
+
+The group's data files are read as the merge-on-read reader reads them (by
+field id, in the table's current schema, deletes applied), but with each
+row's original position kept alongside: ``table/reader.py`` drops it, and
+the compactor needs it to carry later position deletes over to the new
+files (:mod:`compaction.position_map`). Rows are written in the table's
+current partition spec, so data of an older spec is re-partitioned, and
+files roll at ``write_max_file_size`` as Iceberg's rewrite does.
+
+The same picklable :func:`run_rewrite_task` runs in-process or as a Spark
+task; on executors it imports only ``table/`` and ``compaction/``. It never
+raises for a failed group: a Spark job that failed would lose the results
+(and strand the files) of every other group in it. The error travels back
+in the result instead, and the driver logs and counts it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Iterator, Optional, Protocol, Sequence
+
+import pyarrow as pa
+
+from compaction.planner import FileGroup
+from compaction.position_map import PositionMapBuilder, write_position_map
+from table.arrow_schema import field_to_arrow
+from table.delete_filter import DeleteFilter, dropped_key_field, equality_key_ids
+from table.errors import ValidationError
+from table.expressions import ALWAYS_TRUE
+from table.io import FileIO
+from table.manifest import DataFile
+from table.parquet import DataFileWriter, FileNameFactory, split_by_partition
+from table.partitioning import PartitionSpec
+from table.projection import DEFAULT_BATCH_SIZE, ParquetFile, project_batch
+from table.reader import DEFAULT_MAX_EQUALITY_KEYS
+from table.scan import FileScanTask
+from table.schema import POS_COLUMN_ID, Schema
+from table.types import LongType, NestedField
+
+log = logging.getLogger(__name__)
+
+POSITION_FIELD = NestedField(POS_COLUMN_ID, "_pos", LongType(), required=True)
+"""Iceberg's reserved ``_pos`` metadata column: a row's position in the file it was read from."""
+
+STOP_CHECK_INTERVAL_S = 1.0
+
+
+# --------------------------------------------------------------------------
+# Stopping between batches
+# --------------------------------------------------------------------------
+
+
+class StopCheck(Protocol):
+    """Whether the run was asked to stop (``threading.Event`` is one)."""
+
+    def is_set(self) -> bool: ...
+
+
+class NeverStop:
+    def is_set(self) -> bool:
+        return False
+
+
+@dataclass
+class StopFile:
+    """A stop request that reaches Spark executors: the driver writes a marker file.
+
+    Checked at most once per ``interval_s``, so object stores see a few
+    requests per minute per task, not one per batch.
+    """
+
+    path: str
+    interval_s: float = STOP_CHECK_INTERVAL_S
+    _checked_at: float = field(default=float("-inf"), repr=False)
+    _set: bool = field(default=False, repr=False)
+    _io: Optional[FileIO] = field(default=None, repr=False)  # made on the executor
+
+    def is_set(self) -> bool:
+        now = time.monotonic()
+        if not self._set and now - self._checked_at >= self.interval_s:
+            self._checked_at = now
+            if self._io is None:
+                self._io = FileIO.for_location(self.path)
+            self._set = self._io.exists(self.path)
+        return self._set
+
+
+# --------------------------------------------------------------------------
+# Task and result
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GroupRewriteTask:
+    """Everything a rewrite needs, picklable: no catalog, no open file system."""
+
+    group_id: int
+    group: FileGroup
+    table_location: str
+    data_location: str
+    schema: Schema
+    output_spec: PartitionSpec
+    target_file_size_bytes: int
+    position_map_path: str
+    operation_id: str
+    compression: str = "zstd"
+    batch_size: int = DEFAULT_BATCH_SIZE
+    max_equality_keys: int = DEFAULT_MAX_EQUALITY_KEYS
+    stop_path: Optional[str] = None
+
+
+class RewriteStatus(str, Enum):
+    REWRITTEN = "rewritten"
+    ABANDONED = "abandoned"  # stopped halfway; its files are deleted
+    NOT_STARTED = "not-started"  # stopped before it began
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class GroupError:
+    """An exception raised while rewriting, as text (it crosses process boundaries)."""
+
+    error_type: str
+    message: str
+    traceback: str
+
+    @classmethod
+    def of(cls, error: BaseException) -> GroupError:
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        return cls(f"{type(error).__module__}.{type(error).__qualname__}", str(error), text)
+
+
+@dataclass(frozen=True)
+class GroupRewrite:
+    """The outcome of one rewrite: new files and the path of their position map, or why not."""
+
+    group_id: int
+    status: RewriteStatus
+    added_files: tuple[DataFile, ...] = ()
+    position_map_path: Optional[str] = None
+    rows_read: int = 0
+    rows_written: int = 0
+    duration_s: float = 0.0
+    error: Optional[GroupError] = None
+
+
+class GroupAbandoned(Exception):
+    """The stop check fired while a group was being written."""
+
+
+# --------------------------------------------------------------------------
+# Reading live rows with their positions
+# --------------------------------------------------------------------------
+
+
+def positioned_schema(schema: Schema) -> Schema:
+    """``schema`` plus the ``_pos`` column, last."""
+    return Schema(*schema.fields, POSITION_FIELD, schema_id=schema.schema_id)
+
+
+def live_rows(
+    io: FileIO,
+    task: FileScanTask,
+    schema: Schema,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    max_equality_keys: int = DEFAULT_MAX_EQUALITY_KEYS,
+) -> Iterator[pa.RecordBatch]:
+    """The task's live rows as :func:`positioned_schema` batches, in file order.
+
+    Deletes are applied exactly as :func:`table.reader.read_tasks` applies
+    them (same :class:`DeleteFilter`); the ``_pos`` column rides along
+    through the filter.
+    """
+    if task.residual is not ALWAYS_TRUE:
+        raise ValidationError(f"{task.data_file.file_path}: compaction reads whole files, got a row filter")
+    read_schema = _read_schema(io, schema, task)
+    output = positioned_schema(schema)
+    data = ParquetFile(io, task.data_file, batch_size)
+    deletes = DeleteFilter.load(io, task, read_schema, data, max_equality_keys)
+    for start, batch in data.batches(read_schema):
+        live = deletes.apply(_with_positions(batch, start), start)
+        if live.num_rows:
+            yield project_batch(live, output, data.path)
+
+
+def _read_schema(io: FileIO, schema: Schema, task: FileScanTask) -> Schema:
+    """The table's columns plus equality columns the table no longer has (deletes still apply)."""
+    dropped = sorted(equality_key_ids(task.equality_deletes) - schema.field_ids)
+    extra = [dropped_key_field(io, field_id, task.equality_deletes) for field_id in dropped]
+    return Schema(*schema.fields, *extra, schema_id=schema.schema_id) if extra else schema
+
+
+def _with_positions(batch: pa.RecordBatch, start: int) -> pa.RecordBatch:
+    positions = pa.arange(start, start + batch.num_rows).cast(pa.int64())
+    fields = [*batch.schema, field_to_arrow(POSITION_FIELD)]
+    return pa.RecordBatch.from_arrays([*batch.columns, positions], schema=pa.schema(fields))
+
+
+# --------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------
+
+
+class _Outputs:
+    """One rolling writer per output partition, counting the rows given to each."""
+
+    def __init__(self, io: FileIO, task: GroupRewriteTask) -> None:
+        self._io = io
+        self._task = task
+        self._names = FileNameFactory(prefix=f"{task.group_id:05d}-compact", operation_id=task.operation_id)
+        self._writers: dict[tuple[Any, ...], DataFileWriter] = {}
+        self._rows: dict[tuple[Any, ...], int] = {}
+
+    def write(self, partition: tuple[Any, ...], columns: Sequence[pa.Array]) -> int:
+        """Write rows given as the table's columns; the ordinal of the first one in its output."""
+        writer = self._writers.get(partition)
+        if writer is None:
+            writer = self._writers[partition] = self._new_writer(partition)
+            self._rows[partition] = 0
+        rows = pa.RecordBatch.from_arrays(list(columns), schema=writer.arrow_schema)
+        first = self._rows[partition]
+        writer.write(rows)
+        self._rows[partition] = first + rows.num_rows
+        return first
+
+    def close(self) -> dict[tuple[Any, ...], list[DataFile]]:
+        return {partition: writer.close() for partition, writer in self._writers.items()}
+
+    def abort(self) -> None:
+        for writer in self._writers.values():
+            writer.abort()
+
+    def _new_writer(self, partition: tuple[Any, ...]) -> DataFileWriter:
+        task = self._task
+        return DataFileWriter(
+            self._io,
+            task.data_location,
+            task.schema,
+            task.output_spec,
+            partition,
+            target_file_size_bytes=task.target_file_size_bytes,
+            compression=task.compression,
+            file_name_factory=self._names,
+        )
+
+
+def rewrite_group(task: GroupRewriteTask, stop: StopCheck = NeverStop()) -> GroupRewrite:
+    """Rewrite the group; raises :class:`GroupAbandoned` when ``stop`` fires (files deleted).
+
+    On any failure every file written so far (data files and the position
+    map) is deleted before the error goes on.
+    """
+    started = time.monotonic()
+    io = FileIO.for_location(task.table_location)
+    outputs = _Outputs(io, task)
+    positions = PositionMapBuilder()
+    try:
+        rows_read = _copy_rows(io, task, outputs, positions, stop)
+        written = outputs.close()
+        added = [f for files in written.values() for f in files]
+        position_map = positions.build({p: [(f.file_path, f.record_count) for f in files] for p, files in written.items()})
+        write_position_map(io, task.position_map_path, position_map)
+    except BaseException as error:
+        _discard(io, outputs, task.position_map_path, error)
+        raise
+    rows_written = sum(f.record_count for f in added)
+    if rows_written != rows_read:
+        io.delete_many([*(f.file_path for f in added), task.position_map_path])
+        raise ValidationError(f"group {task.group_id}: read {rows_read} live rows but wrote {rows_written}")
+    return GroupRewrite(
+        task.group_id,
+        RewriteStatus.REWRITTEN,
+        tuple(added),
+        task.position_map_path,
+        rows_read,
+        rows_written,
+        time.monotonic() - started,
+    )
+
+
+def _copy_rows(
+    io: FileIO, task: GroupRewriteTask, outputs: _Outputs, positions: PositionMapBuilder, stop: StopCheck
+) -> int:
+    """Copy every live row of the group into ``outputs``; the number of rows copied."""
+    schema = positioned_schema(task.schema)
+    copied = 0
+    for scan_task in task.group.tasks:
+        old_path = scan_task.data_file.file_path
+        positions.add_file(old_path)
+        batches = live_rows(
+            io, scan_task, task.schema, batch_size=task.batch_size, max_equality_keys=task.max_equality_keys
+        )
+        for batch in batches:
+            if stop.is_set():
+                raise GroupAbandoned(f"group {task.group_id}: stop requested while writing")
+            for partition, rows in split_by_partition(batch, schema, task.output_spec):
+                first = outputs.write(partition, rows.columns[:-1])
+                positions.add(old_path, rows.column(rows.num_columns - 1), partition, first)
+            copied += batch.num_rows
+    return copied
+
+
+def _discard(io: FileIO, outputs: _Outputs, map_path: str, error: BaseException) -> None:
+    """Delete what a failed or stopped rewrite wrote; note on ``error`` what could not go."""
+    try:
+        outputs.abort()
+        io.delete(map_path)
+    except Exception as cleanup:  # the original error matters more; keep both
+        error.add_note(f"cleanup after the failed rewrite also failed (orphans left): {cleanup!r}")
+
+
+def run_rewrite_task(task: GroupRewriteTask, stop: Optional[StopCheck] = None) -> GroupRewrite:
+    """:func:`rewrite_group` with its outcome as a value (see the module docstring)."""
+    if stop is None:
+        stop = StopFile(task.stop_path) if task.stop_path else NeverStop()
+    if stop.is_set():
+        return GroupRewrite(task.group_id, RewriteStatus.NOT_STARTED)
+    started = time.monotonic()
+    try:
+        return rewrite_group(task, stop)
+    except GroupAbandoned:
+        return GroupRewrite(task.group_id, RewriteStatus.ABANDONED, duration_s=time.monotonic() - started)
+    except Exception as error:  # reported to the driver as a value, with its traceback
+        return GroupRewrite(
+            task.group_id, RewriteStatus.FAILED, duration_s=time.monotonic() - started, error=GroupError.of(error)
+        )
+
+
+# --------------------------------------------------------------------------
+# Where groups run
+# --------------------------------------------------------------------------
+
+
+class GroupExecutor(Protocol):
+    """Runs rewrite tasks somewhere; one result per task, in order."""
+
+    def run(self, tasks: Sequence[GroupRewriteTask]) -> list[GroupRewrite]: ...
+
+
+class InProcessExecutor:
+    """Rewrites groups one after another in this process, checking ``stop`` between and during them."""
+
+    def __init__(self, stop: StopCheck) -> None:
+        self.stop = stop
+
+    def run(self, tasks: Sequence[GroupRewriteTask]) -> list[GroupRewrite]:
+        return [run_rewrite_task(task, self.stop) for task in tasks]
+
+
+class SparkExecutor:
+    """Rewrites groups as Spark tasks, at most ``max_concurrent`` at a time.
+
+    ``parallelize(tasks, n)`` with ``n = min(len(tasks), max_concurrent)``:
+    each Spark partition rewrites its groups in turn. A stop request is
+    passed on through each task's stop file, written by a watcher thread.
+    """
+
+    def __init__(self, spark: Any, max_concurrent: int, stop: threading.Event, io: FileIO) -> None:
+        self.spark = spark
+        self.max_concurrent = max_concurrent
+        self.stop = stop
+        self.io = io
+
+    def run(self, tasks: Sequence[GroupRewriteTask]) -> list[GroupRewrite]:
+        if not tasks:
+            return []
+        stop_paths = {t.stop_path for t in tasks}
+        if len(stop_paths) != 1 or None in stop_paths:
+            raise ValidationError("Spark rewrite tasks need one shared stop_path")
+        stop_path = stop_paths.pop()
+        assert stop_path is not None
+        done = threading.Event()
+        watcher = threading.Thread(target=self._watch, args=(stop_path, done), name="compaction-stop", daemon=True)
+        watcher.start()
+        try:
+            context = self.spark.sparkContext
+            slices = min(len(tasks), self.max_concurrent)
+            return context.parallelize(list(tasks), slices).map(run_rewrite_task).collect()
+        finally:
+            done.set()
+            watcher.join()
+            self.io.delete(stop_path)
+
+    def _watch(self, stop_path: str, done: threading.Event) -> None:
+        """Write the stop file as soon as ``stop`` is set, until the job is done."""
+        while not done.wait(0.2):
+            if self.stop.is_set():
+                self.io.write_bytes(stop_path, b"stop\n")
+                log.info("asked running rewrite tasks to stop", extra={"stop_file": stop_path})
+                return
