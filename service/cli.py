@@ -71,6 +71,17 @@ def _check(args: argparse.Namespace) -> int:
     return EXIT_OK if all(r.ok for r in results) else EXIT_FAILED
 
 
+def _compact(args: argparse.Namespace) -> int:
+    import threading
+
+    from service.compact_command import install_stop_signals, run_compactor
+
+    config = _load(args.config)
+    stop = threading.Event()
+    install_stop_signals(stop)
+    return run_compactor(config, once=args.once, stop=stop)
+
+
 def _demo(args: argparse.Namespace) -> int:
     """Embedded-defaults run. Ingestion is not wired in yet; this proves the set-up."""
     from service.local_kafka import LocalKafka
@@ -113,6 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--config", required=True, help="Floe configuration file (YAML)")
     check.add_argument("--show-config", action="store_true", help="print the effective configuration, secrets masked")
     check.set_defaults(func=_check)
+
+    compact = commands.add_parser("compact", help="run the compactor: hourly by default, or one round with --once")
+    compact.add_argument("--config", required=True, help="Floe configuration file (YAML)")
+    compact.add_argument("--once", action="store_true", help="compact every table once, then exit")
+    compact.set_defaults(func=_compact)
 
     _add_table_commands(commands)
 

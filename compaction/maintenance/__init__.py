@@ -16,7 +16,7 @@ DAY_MS = 24 * 60 * 60 * 1000
 
 @dataclass(frozen=True)
 class MaintenanceOptions:
-    """Which steps run after the rewrite, and their windows (defaults as ``service/config.py``)."""
+    """Which steps run after the rewrite, and their windows (defaults as the service's ``compaction`` configuration)."""
 
     remove_dangling_deletes: bool = True
     expire_snapshots: bool = True

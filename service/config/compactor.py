@@ -25,7 +25,6 @@ _REWRITE_OPTIONS = {
     "max-concurrent-file-group-rewrites": "int",
     "delete-file-threshold": "int",
     "delete-ratio-threshold": "float",
-    "output-spec-id": "int",
     "rewrite-all": "bool",
     "use-starting-sequence-number": "bool",
     "rewrite-job-order": "none|bytes-asc|bytes-desc|files-asc|files-desc",
