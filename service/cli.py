@@ -1,7 +1,8 @@
 """The ``floe`` command line.
 
 Exit codes: 0 success, 1 a command failed, 2 bad usage or an invalid
-configuration (each problem printed on its own line).
+configuration (each problem printed on its own line), 3 stopped by SIGTERM
+or SIGINT (``ingest``, ``compact``).
 """
 
 from __future__ import annotations
@@ -82,16 +83,25 @@ def _compact(args: argparse.Namespace) -> int:
     return run_compactor(config, once=args.once, stop=stop)
 
 
+def _ingest(args: argparse.Namespace) -> int:
+    import threading
+
+    from service.compact_command import install_stop_signals
+    from service.ingest_command import run_ingest_service
+    from service.logging import configure_logging
+
+    config = _load(args.config)
+    configure_logging(config.log_level, sys.stderr)
+    stop = threading.Event()
+    install_stop_signals(stop)
+    return run_ingest_service(config, stop=stop)
+
+
 def _demo(args: argparse.Namespace) -> int:
-    """Embedded-defaults run. Ingestion is not wired in yet; this proves the set-up."""
-    from service.local_kafka import LocalKafka
+    from service.demo import DemoOptions, run_demo
 
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="floe-demo-"))
-    with LocalKafka(work / "kafka") as kafka:
-        print(f"floe demo: local Kafka broker is up at {kafka.bootstrap} (logs: {kafka.log_file})")
-        print("floe demo: the end-to-end demo (ingest + compaction) is not wired in yet.")
-    print("floe demo: local Kafka broker stopped")
-    return EXIT_OK
+    return run_demo(DemoOptions(work_dir=work, duration_s=args.duration, rate=args.rate))
 
 
 def _add_table_commands(commands: argparse._SubParsersAction) -> None:
@@ -125,6 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--show-config", action="store_true", help="print the effective configuration, secrets masked")
     check.set_defaults(func=_check)
 
+    ingest = commands.add_parser("ingest", help="run the streaming job: one query per table, until stopped")
+    ingest.add_argument("--config", required=True, help="Floe configuration file (YAML)")
+    ingest.set_defaults(func=_ingest)
+
     compact = commands.add_parser("compact", help="run the compactor: hourly by default, or one round with --once")
     compact.add_argument("--config", required=True, help="Floe configuration file (YAML)")
     compact.add_argument("--once", action="store_true", help="compact every table once, then exit")
@@ -133,7 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_table_commands(commands)
 
     demo = commands.add_parser("demo", help="run Floe on embedded defaults (local Kafka, SQLite catalog)")
-    demo.add_argument("--work-dir", help="where the demo keeps its broker, catalog and warehouse")
+    demo.add_argument("--work-dir", help="where the demo keeps its broker, catalog and warehouse (default: a new temp dir)")
+    demo.add_argument("--duration", type=float, default=60.0, help="seconds of order events to produce (default 60)")
+    demo.add_argument("--rate", type=int, default=200, help="order events per second (default 200)")
     demo.set_defaults(func=_demo)
     return parser
 

@@ -1,0 +1,376 @@
+"""Benchmark: Floe's main job against Iceberg's own Spark sink and a bare Parquet write.
+
+In one run, on one local Kafka broker and Spark in local mode:
+
+* **Floe append** and **Floe upsert** (75% inserts, 20% updates, 5% deletes):
+  ``N`` JSON events of about 250 bytes, drained with an AvailableNow
+  trigger. Reported: wall time from query start to the last commit, and the
+  rate inside batches (Spark's ``triggerExecution`` summed).
+* **Iceberg's Spark sink** (append): the same records, parsed with Spark's
+  ``from_json`` and written by ``writeStream.format("iceberg")``, in a separate
+  Spark process whose classpath has the spark-kafka and iceberg-oracle jar
+  sets (Floe's own runtime never mixes them).
+* **Ceiling**: ``pyarrow.parquet.write_table`` of the already decoded records
+  (and, for reference, Floe's decode alone, one core).
+* **Freshness**: a producer at a fixed rate, Floe append with a 1 s
+  processing-time trigger; per record, the commit time of the snapshot that
+  holds it (its summary's offset ranges) minus its Kafka timestamp: p50, p99.
+
+    .venv/bin/python bench/ingest.py [--events 1000000] [--rate 2000] [--fresh-seconds 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from commit.catalog import Catalog  # noqa: E402
+from commit.exactly_once import committed_batch  # noqa: E402
+from ingest.changes import OpField  # noqa: E402
+from ingest.decode_batch import INTERNAL_FIELDS, DecodeSpec, decode_batch  # noqa: E402
+from ingest.job import CatalogSpec, IngestJob, SourceSpec, TableSpec, TriggerSpec  # noqa: E402
+from table.schema import Schema  # noqa: E402
+from table.types import DoubleType, LongType, NestedField, StringType, TimestamptzType  # noqa: E402
+
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=True),
+    NestedField(2, "customer", StringType()),
+    NestedField(3, "amount", DoubleType()),
+    NestedField(4, "event_ts", TimestamptzType()),
+    NestedField(5, "status", StringType()),
+    NestedField(6, "note", StringType()),
+    identifier_field_ids=[1],
+)
+SPARK_DDL = "id bigint, customer string, amount double, event_ts timestamp, status string, note string"
+STATUSES = ("new", "paid", "shipped", "cancelled")
+SPARK_CONF = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "4"}
+MAX_OFFSETS = 250_000
+
+
+# ---------------------------------------------------------------------------
+# Events
+# ---------------------------------------------------------------------------
+
+
+def value(key: int, i: int, rng: random.Random, op: Optional[str] = None) -> bytes:
+    row = {"id": key, "customer": f"customer-{rng.randrange(50_000):06d}", "amount": round(rng.uniform(0, 1000), 2),
+           "event_ts": f"2026-01-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:{(i * 7) % 60:02d}+00:00",
+           "status": STATUSES[i % 4], "note": "x" * rng.randrange(100, 140)}
+    if op is not None:
+        row = {"op": op, **row}
+    return json.dumps(row, separators=(",", ":")).encode()
+
+
+def append_events(n: int) -> list[tuple[bytes, bytes]]:
+    rng = random.Random(1)
+    return [(str(i).encode(), value(i, i, rng)) for i in range(n)]
+
+
+def upsert_events(n: int) -> list[tuple[bytes, bytes]]:
+    """75% inserts of new keys, 20% updates and 5% deletes of live keys."""
+    rng = random.Random(2)
+    alive: list[int] = []
+    events = []
+    next_key = 0
+    for i in range(n):
+        roll = rng.random()
+        if alive and roll < 0.05:
+            slot = rng.randrange(len(alive))
+            key = alive[slot]
+            alive[slot] = alive[-1]
+            alive.pop()
+            events.append((str(key).encode(), json.dumps({"op": "d", "id": key}).encode()))
+        elif alive and roll < 0.25:
+            key = alive[rng.randrange(len(alive))]
+            events.append((str(key).encode(), value(key, i, rng, "u")))
+        else:
+            key, next_key = next_key, next_key + 1
+            alive.append(key)
+            events.append((str(key).encode(), value(key, i, rng, "c")))
+    return events
+
+
+def produce(bootstrap: str, topic: str, events: list[tuple[bytes, bytes]]) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.num.messages": 10_000,
+                         "compression.type": "lz4", "queue.buffering.max.messages": 500_000})
+    for n, (key, val) in enumerate(events):
+        while True:
+            try:
+                producer.produce(topic, key=key, value=val)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        if n % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(300) == 0
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> str:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(30)
+    return name
+
+
+# ---------------------------------------------------------------------------
+# Floe
+# ---------------------------------------------------------------------------
+
+
+def floe_job(bootstrap: str, topic: str, work: Path, mode: str, *, trigger: TriggerSpec,
+             max_offsets: Optional[int] = MAX_OFFSETS) -> IngestJob:
+    decode = DecodeSpec(SCHEMA, mode=mode, op_field=OpField() if mode == "upsert" else None)  # type: ignore[arg-type]
+    return IngestJob(
+        source=SourceSpec(bootstrap, topics=(topic,), max_offsets_per_trigger=max_offsets),
+        table=TableSpec(f"bench.{mode}_{topic.replace('-', '_')}", decode),
+        catalog=CatalogSpec(f"sqlite:///{work / 'catalog.db'}", str(work / "warehouse")),
+        checkpoint_location=str(work / f"checkpoint-{topic}"),
+        trigger=trigger,
+    )
+
+
+def run_floe(spark: Any, job: IngestJob) -> dict[str, float]:
+    from ingest.stream import run_ingest
+
+    started = time.monotonic()
+    query = run_ingest(job, spark, lag_monitor=False)
+    query.await_termination()
+    wall = time.monotonic() - started
+    return progress_figures(query.recent_progress, wall)
+
+
+def progress_figures(progress: list[dict], wall: float) -> dict[str, float]:
+    batches = [p for p in progress if p["numInputRows"] > 0]
+    rows = sum(p["numInputRows"] for p in batches)
+    in_batch = sum(p["durationMs"]["triggerExecution"] for p in batches) / 1000
+    return {"records": rows, "wall_s": wall, "batch_s": in_batch, "batches": len(batches)}
+
+
+# ---------------------------------------------------------------------------
+# Iceberg's own Spark sink, in a child process
+# ---------------------------------------------------------------------------
+
+
+def run_iceberg_sink(bootstrap: str, topic: str, work: Path) -> dict[str, float]:
+    args = [sys.executable, __file__, "--iceberg-sink", bootstrap, topic, str(work)]
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+
+
+def iceberg_sink_child(bootstrap: str, topic: str, work: str) -> None:
+    from pyspark.sql import SparkSession
+
+    from ingest.jars import jar_paths
+    from ingest.spark_session import local_spark_conf
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    builder = SparkSession.builder.appName("iceberg-sink-bench").config(
+        "spark.jars", ",".join(jar_paths("spark-kafka") + jar_paths("iceberg-oracle")))
+    conf = {**local_spark_conf(), **SPARK_CONF,
+            "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+            "spark.sql.catalog.bench": "org.apache.iceberg.spark.SparkCatalog",
+            "spark.sql.catalog.bench.type": "hadoop",
+            "spark.sql.catalog.bench.warehouse": f"{work}/iceberg-warehouse"}
+    for key, val in conf.items():
+        builder = builder.config(key, val)
+    spark = builder.getOrCreate()
+    sink_into(spark, bootstrap, "bench-warmup", "bench.db.warmup", f"{work}/iceberg-warmup-checkpoint")
+    started = time.monotonic()
+    query = sink_into(spark, bootstrap, topic, "bench.db.events", f"{work}/iceberg-checkpoint")
+    figures = progress_figures(query.recentProgress, time.monotonic() - started)
+    figures["rows_in_table"] = spark.table("bench.db.events").count()
+    print(json.dumps(figures), flush=True)
+    spark.stop()
+
+
+def sink_into(spark: Any, bootstrap: str, topic: str, table: str, checkpoint: str) -> Any:
+    """Drain ``topic`` into ``table`` with Iceberg's streaming sink; the finished query."""
+    from pyspark.sql import functions as F
+
+    spark.sql(f"CREATE TABLE {table} ({SPARK_DDL}) USING iceberg TBLPROPERTIES ('format-version'='2')")
+    source = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+              .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", MAX_OFFSETS).load())
+    rows = source.select(F.from_json(F.col("value").cast("string"), SPARK_DDL).alias("r")).select("r.*")
+    query = (rows.writeStream.format("iceberg").outputMode("append").trigger(availableNow=True)
+             .option("checkpointLocation", checkpoint).toTable(table))
+    query.awaitTermination()
+    return query
+
+
+# ---------------------------------------------------------------------------
+# The ceiling: decode once, then a bare Parquet write
+# ---------------------------------------------------------------------------
+
+
+def ceiling(events: list[tuple[bytes, bytes]], work: Path) -> dict[str, float]:
+    spec = DecodeSpec(SCHEMA)
+    batches = []
+    started = time.monotonic()
+    for start in range(0, len(events), 10_000):
+        chunk = events[start:start + 10_000]
+        kafka = pa.record_batch({
+            "key": pa.array([k for k, _ in chunk], pa.binary()), "value": pa.array([v for _, v in chunk], pa.binary()),
+            "topic": pa.array(["t"] * len(chunk)), "partition": pa.array([0] * len(chunk), pa.int32()),
+            "offset": pa.array(range(start, start + len(chunk)), pa.int64()),
+            "timestamp": pa.array([0] * len(chunk), pa.timestamp("us", tz="UTC")),
+        })
+        rows = decode_batch(kafka, spec).rows
+        batches.append(rows.drop_columns([f.name for f in INTERNAL_FIELDS]))
+    decode_s = time.monotonic() - started
+    table = pa.Table.from_batches(batches)
+    started = time.monotonic()
+    pq.write_table(table, work / "ceiling.parquet", compression="zstd")
+    return {"records": table.num_rows, "write_s": time.monotonic() - started, "decode_s": decode_s}
+
+
+# ---------------------------------------------------------------------------
+# Freshness
+# ---------------------------------------------------------------------------
+
+
+def freshness(spark: Any, bootstrap: str, work: Path, rate: int, seconds: float) -> dict[str, float]:
+    from confluent_kafka import Producer
+
+    from ingest.stream import run_ingest
+
+    topic = create_topic(bootstrap, "bench-fresh", 2)
+    job = floe_job(bootstrap, topic, work, "append", trigger=TriggerSpec(1.0), max_offsets=None)
+    stop = threading.Event()
+    query = run_ingest(job, spark, stop, lag_monitor=False)
+    time.sleep(15)  # let the query reach its steady state before the clock starts
+    delivered: list[tuple[int, int, int]] = []  # partition, offset, Kafka timestamp (ms)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    rng = random.Random(3)
+    started, sent, tick = time.monotonic(), 0, 0.01
+    while time.monotonic() - started < seconds:
+        due = int((time.monotonic() - started) * rate)
+        for i in range(sent, due):
+            producer.produce(topic, key=str(i).encode(), value=value(i, i, rng),
+                             on_delivery=lambda err, msg: delivered.append((msg.partition(), msg.offset(), msg.timestamp()[1])))
+        sent = max(sent, due)
+        producer.poll(0)
+        time.sleep(tick)
+    producer.flush(60)
+    deadline = time.monotonic() + 120
+    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+        while time.monotonic() < deadline:
+            metadata = catalog.load_table(job.table.identifier).metadata
+            covered = sum(end - start for s in metadata.snapshots for r in committed_batch(s).offsets.values()  # type: ignore[union-attr]
+                          for start, end in r.values())
+            if covered >= len(delivered):
+                break
+            time.sleep(0.5)
+    stop.set()
+    query.await_termination(120)
+    commits = []
+    for snapshot in metadata.snapshots:
+        for partition, (start, end) in committed_batch(snapshot).offsets[topic].items():  # type: ignore[union-attr]
+            commits.append((partition, start, end, snapshot.timestamp_ms))
+    latencies = []
+    for partition, offset, produced_ms in delivered:
+        commit_ms = next(ts for p, s, e, ts in commits if p == partition and s <= offset < e)
+        latencies.append((commit_ms - produced_ms) / 1000)
+    latencies.sort()
+    return {"records": len(latencies), "rate": rate, "p50_s": statistics.median(latencies),
+            "p99_s": latencies[int(0.99 * (len(latencies) - 1))], "max_s": latencies[-1]}
+
+
+# ---------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------
+
+
+def input_mb(events: list[tuple[bytes, bytes]]) -> float:
+    return sum(len(k) + len(v) for k, v in events) / 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--rate", type=int, default=2_000, help="freshness: records per second")
+    parser.add_argument("--fresh-seconds", type=float, default=60.0)
+    parser.add_argument("--bootstrap", help="an existing broker (default: start a local one)")
+    parser.add_argument("--iceberg-sink", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.iceberg_sink:
+        iceberg_sink_child(*args.iceberg_sink)
+        return
+    work = Path(tempfile.mkdtemp(prefix="floe-bench-"))
+    if args.bootstrap:
+        bench(args, args.bootstrap, work)
+        return
+    from service.local_kafka import LocalKafka
+
+    with LocalKafka(work / "kafka") as kafka:
+        assert kafka.bootstrap is not None
+        bench(args, kafka.bootstrap, work)
+
+
+def bench(args: argparse.Namespace, bootstrap: str, work: Path) -> None:
+    from ingest.spark_session import build_spark_session
+
+    n = args.events
+    appends, upserts = append_events(n), upsert_events(n)
+    for topic, events in (("bench-append", appends), ("bench-upsert", upserts)):
+        create_topic(bootstrap, topic, 4)
+        produce(bootstrap, topic, events)
+    print(f"{n:,} events per mode, {input_mb(appends) / n * 1e6:.0f} bytes each (append), work dir {work}", flush=True)
+
+    spark = build_spark_session("floe-bench", SPARK_CONF)
+    warm = create_topic(bootstrap, "bench-warmup", 4)
+    produce(bootstrap, warm, append_events(20_000))
+    run_floe(spark, floe_job(bootstrap, warm, work, "append", trigger=TriggerSpec(available_now=True)))
+    results = {
+        "floe append": run_floe(spark, floe_job(bootstrap, "bench-append", work, "append", trigger=TriggerSpec(available_now=True))),
+        "floe upsert": run_floe(spark, floe_job(bootstrap, "bench-upsert", work, "upsert", trigger=TriggerSpec(available_now=True))),
+    }
+    fresh = freshness(spark, bootstrap, work, args.rate, args.fresh_seconds)
+    spark.stop()
+    results["iceberg spark sink append"] = run_iceberg_sink(bootstrap, "bench-append", work)
+    top = ceiling(appends, work)
+    report(results, top, fresh, {"floe append": input_mb(appends), "floe upsert": input_mb(upserts),
+                                 "iceberg spark sink append": input_mb(appends)})
+
+
+def report(results: dict[str, dict[str, float]], top: dict[str, float], fresh: dict[str, float],
+           mb: dict[str, float]) -> None:
+    print(f"\n{'path':28} {'records':>9} {'wall s':>7} {'rec/s':>9} {'MB/s':>6} {'in-batch rec/s':>15} {'batches':>7}")
+    rates = {}
+    for name, r in results.items():
+        rate = r["records"] / r["wall_s"]
+        rates[name] = rate
+        print(f"{name:28} {r['records']:>9,.0f} {r['wall_s']:>7.1f} {rate:>9,.0f} {mb[name] / r['wall_s']:>6.1f} "
+              f"{r['records'] / r['batch_s']:>15,.0f} {r['batches']:>7.0f}")
+    ceiling_rate = top["records"] / top["write_s"]
+    print(f"{'pyarrow parquet write':28} {top['records']:>9,.0f} {top['write_s']:>7.1f} {ceiling_rate:>9,.0f} "
+          f"{mb['floe append'] / top['write_s']:>6.1f}")
+    print(f"{'(floe decode alone, 1 core)':28} {top['records']:>9,.0f} {top['decode_s']:>7.1f} "
+          f"{top['records'] / top['decode_s']:>9,.0f}")
+    print("\nratios:")
+    print(f"  floe append / iceberg spark sink append: {rates['floe append'] / rates['iceberg spark sink append']:.2f}")
+    print(f"  floe upsert / floe append:               {rates['floe upsert'] / rates['floe append']:.2f}")
+    print(f"  floe append / parquet-write ceiling:     {rates['floe append'] / ceiling_rate:.3f}")
+    print(f"\nfreshness at {fresh['rate']:.0f} rec/s, 1 s trigger, {fresh['records']:,.0f} records: "
+          f"p50 {fresh['p50_s']:.2f} s, p99 {fresh['p99_s']:.2f} s, max {fresh['max_s']:.2f} s")
+
+
+if __name__ == "__main__":
+    main()

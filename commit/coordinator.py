@@ -1,0 +1,149 @@
+"""Committing one streaming batch exactly once: the entry point of ``ingest/``.
+
+:func:`commit_batch` commits a micro-batch's data and delete files as one
+snapshot that records the writer id, batch id and Kafka offsets
+(:mod:`commit.exactly_once`), through the producer's retry loop. A replayed
+batch (a restart, a replica, a commit whose outcome was lost) comes back as
+``skipped`` with the snapshot that holds it; a writer behind the table gets
+:class:`~commit.exactly_once.StaleWriter`. Calling it again with the same
+arguments after any failure is always safe: that is what makes replays
+exactly-once.
+
+The caller's data and delete files are never deleted here, not even for a
+skipped batch: a replay may have written the same paths the table already
+holds.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from enum import Enum
+from typing import Callable, Mapping, Optional, Sequence
+
+from commit.catalog import Catalog
+from commit.errors import InvalidArgument
+from commit.exactly_once import (
+    BATCH_KEYS,
+    BatchAlreadyCommitted,
+    BatchCheck,
+    BatchGuard,
+    KafkaOffsets,
+    NextOffsets,
+    branch_history,
+    check_batch,
+    committed_offsets,
+)
+from commit.identifiers import TableIdentifierLike
+from commit.operations.fast_append import FastAppend
+from commit.operations.row_delta import RowDelta
+from commit.snapshot_producer import BeforeCommit, SnapshotOperation, SnapshotProducer
+from table.io import FileIO
+from table.manifest import DataFile
+from table.metadata import MAIN_BRANCH, Snapshot
+
+
+class BatchCommitStatus(str, Enum):
+    COMMITTED = "committed"
+    SKIPPED = "skipped"  # the same batch was already in the branch's history
+
+
+@dataclass(frozen=True)
+class BatchCommitResult:
+    """What happened to a batch: its snapshot (new, or the one that committed it earlier)
+    and how many commit attempts were made (retries after lost races included)."""
+
+    status: BatchCommitStatus
+    snapshot: Snapshot
+    attempts: int
+
+    @property
+    def committed(self) -> bool:
+        return self.status == BatchCommitStatus.COMMITTED
+
+
+def commit_batch(
+    catalog: Catalog,
+    identifier: TableIdentifierLike,
+    writer_id: str,
+    batch_id: int,
+    offsets: KafkaOffsets,
+    data_files: Sequence[DataFile] = (),
+    delete_files: Sequence[DataFile] = (),
+    *,
+    branch: str = MAIN_BRANCH,
+    fast_append: bool = False,
+    snapshot_properties: Optional[Mapping[str, str]] = None,
+    io: Optional[FileIO] = None,
+    before_commit: Optional[BeforeCommit] = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> BatchCommitResult:
+    """Commit batch ``batch_id`` of ``writer_id`` unless the branch already holds it.
+
+    ``offsets`` is topic -> partition -> ``(start, end_exclusive)``: every
+    partition the batch read, empty ranges included. The change is a
+    :class:`RowDelta` (data and deletes share one sequence number; manifests
+    are merged per the table's settings), or a :class:`FastAppend` for a
+    pure append when ``fast_append``. Raises what the commit raises:
+    :class:`StaleWriter`, a validation error, :class:`CommitConflict` when
+    retries ran out, :class:`CommitStateUnknown` when the outcome cannot be
+    checked (then call again: the batch check settles it).
+    """
+    extra = dict(snapshot_properties or {})
+    clashing = sorted(BATCH_KEYS & extra.keys())
+    if clashing:
+        raise InvalidArgument(f"snapshot properties {clashing} are set by commit_batch itself")
+    guard = BatchGuard(_operation(data_files, delete_files, fast_append), writer_id, batch_id, offsets)
+    producer = SnapshotProducer(
+        catalog,
+        identifier,
+        guard,
+        branch=branch,
+        io=io,
+        before_commit=before_commit,
+        snapshot_properties=extra,
+        sleep=sleep,
+    )
+    try:
+        snapshot = producer.commit()
+    except BatchAlreadyCommitted as done:
+        return BatchCommitResult(BatchCommitStatus.SKIPPED, done.batch.snapshot, guard.attempts)
+    except BaseException as error:  # noted and re-raised: which files may now be orphans
+        left = producer.written_files()
+        if left:
+            error.add_note(f"batch {batch_id} of writer {writer_id!r}: files written by this commit and kept: {left}")
+        raise
+    return BatchCommitResult(BatchCommitStatus.COMMITTED, snapshot, guard.attempts)
+
+
+def _operation(data_files: Sequence[DataFile], delete_files: Sequence[DataFile], fast_append: bool) -> SnapshotOperation:
+    if fast_append and not delete_files:
+        return FastAppend(data_files)
+    return RowDelta(data_files, delete_files)
+
+
+def batch_status(
+    catalog: Catalog,
+    identifier: TableIdentifierLike,
+    writer_id: str,
+    batch_id: int,
+    offsets: Optional[KafkaOffsets] = None,
+    *,
+    branch: str = MAIN_BRANCH,
+) -> BatchCheck:
+    """Whether a batch is new or already committed, before any file is written (a hint:
+    :func:`commit_batch` checks again in every attempt). Raises :class:`StaleWriter`."""
+    metadata = catalog.load_table(identifier).metadata
+    return check_batch(branch_history(metadata, branch), writer_id, batch_id, offsets)
+
+
+def table_offsets(
+    catalog: Catalog,
+    identifier: TableIdentifierLike,
+    writer_id: Optional[str] = None,
+    *,
+    branch: str = MAIN_BRANCH,
+) -> NextOffsets:
+    """Topic -> partition -> next offset to read, from the table's current metadata."""
+    metadata = catalog.load_table(identifier).metadata
+    return committed_offsets(metadata, writer_id, branch=branch)

@@ -1,0 +1,90 @@
+"""``python -m ingest --job job.json``: run one ingest job in this process.
+
+The job file is :func:`ingest.job.job_to_json`'s format. Logs are JSON lines
+on stderr (one per batch, see :mod:`ingest.batch`). SIGTERM or SIGINT stops
+the query gracefully. ``--metrics-port`` serves the ingest metrics.
+
+Exit status: 0 when the query ended on its own (an ``available_now``
+trigger) or was stopped; 1 when it failed; 2 for a bad job file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+
+class JsonLines(logging.Formatter):
+    """One JSON object per record: time, level, logger, message and every ``extra`` field."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        entry.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ingest", description=__doc__.splitlines()[0])
+    parser.add_argument("--job", required=True, type=Path, help="job spec JSON file")
+    parser.add_argument("--metrics-port", type=int, default=None, help="serve /metrics on this port")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLines())
+    logging.basicConfig(level=args.log_level, handlers=[handler], force=True)
+
+    from ingest.job import JobSpecError, job_from_json
+
+    try:
+        job = job_from_json(json.loads(args.job.read_text(encoding="utf-8")))
+    except (OSError, ValueError, JobSpecError) as exc:
+        logging.getLogger("floe.ingest").error("bad job file %s: %s", args.job, exc)
+        return 2
+    return run(job, args.metrics_port)
+
+
+def run(job: Any, metrics_port: Optional[int]) -> int:
+    from prometheus_client import start_http_server
+
+    from ingest.job import as_dict
+    from ingest.metrics import IngestMetrics
+    from ingest.spark_session import build_spark_session
+    from ingest.stream import run_ingest
+
+    log = logging.getLogger("floe.ingest")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    metrics = IngestMetrics()
+    if metrics_port is not None:
+        start_http_server(metrics_port)
+    spark = build_spark_session(job.name, as_dict(job.spark_conf))
+    try:
+        query = run_ingest(job, spark, stop, metrics)
+        query.await_termination()
+        log.info("ingest query %s ended", job.name, extra={"table": job.table.identifier})
+        return 0
+    except Exception:
+        log.exception("ingest query %s failed", job.name, extra={"table": job.table.identifier})
+        return 1
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

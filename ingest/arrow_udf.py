@@ -1,0 +1,31 @@
+"""``DataFrame.mapInArrow`` without pandas.
+
+PySpark 4.1's public ``mapInArrow`` builds its UDF through ``pandas_udf``,
+which refuses to run unless pandas is installed, although an Arrow map never
+touches pandas (neither on the driver nor in the Python workers). Floe does
+not depend on pandas, so when it is missing this builds the same Arrow-map
+UDF (``SQL_MAP_ARROW_ITER_UDF``) directly and hands it to the same JVM method
+the public API calls. With pandas installed, the public API is used.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any, Callable, Iterator, Union
+
+import pyarrow as pa
+
+ArrowMapFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+
+def map_in_arrow(df: Any, func: ArrowMapFunction, schema: Union[Any, str]) -> Any:
+    """``df.mapInArrow(func, schema)``, with or without pandas installed."""
+    if importlib.util.find_spec("pandas") is not None:
+        return df.mapInArrow(func, schema)
+    from pyspark.sql import DataFrame
+    from pyspark.sql.udf import _create_udf
+    from pyspark.util import PythonEvalType
+
+    udf = _create_udf(func, schema, PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
+    column = udf(*[df[name] for name in df.columns])
+    return DataFrame(df._jdf.mapInArrow(column._jc, False, None), df.sparkSession)

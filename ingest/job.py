@@ -1,0 +1,432 @@
+"""The ingest job spec: everything one streaming query needs, as frozen dataclasses.
+
+One job lands one source (topics or a pattern) in one Iceberg table. The spec
+is plain data (strings, numbers, tuples), so it hashes, pickles small, and
+round-trips through JSON (:func:`job_to_json`, :func:`job_from_json`): that
+is how ``python -m ingest --job job.json`` receives it, and what the service
+maps its pydantic configuration onto. Invalid combinations raise
+:class:`JobSpecError` here, on the driver, before Spark starts.
+
+Kafka client settings come in two dialects because two clients run: the Java
+client inside Spark's source (``kafka_properties``, passed as ``kafka.*``
+options: SASL/SSL included) and librdkafka in the dead-letter producer and the
+lag probe (``client_properties``). Both may hold secrets: never log them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Mapping, Optional, Union, cast
+
+from ingest.changes import OpField
+from ingest.decode_batch import DecodeSpec
+from ingest.decoding import AvroFormat, ConfluentAvroFormat, Format, JsonFormat
+from table.errors import TableError
+from table.partitioning import PartitionSpec, build_partition_spec
+from table.schema import Schema
+from table.sort_order import NullOrder, SortDirection, SortField, SortOrder, UNSORTED_SORT_ORDER
+from table.transforms import parse_transform
+
+BadRecordPolicy = Literal["dead-letter", "fail"]
+Pairs = tuple[tuple[str, str], ...]
+StartingOffsets = Union[str, tuple[tuple[str, tuple[tuple[int, int], ...]], ...]]
+
+TARGET_FILE_SIZE = "write.target-file-size-bytes"
+_DURATION = re.compile(r"^\d+(\.\d+)?\s*(ms|s|m|min|h|d)$")
+_RESERVED_KAFKA = frozenset({"bootstrap.servers", "group.id", "auto.offset.reset", "enable.auto.commit",
+                             "key.deserializer", "value.deserializer", "interceptor.classes"})
+
+
+class JobSpecError(ValueError):
+    """The job spec is inconsistent; the message names the field."""
+
+    def __init__(self, field_name: str, reason: str) -> None:
+        self.field = field_name
+        self.reason = reason
+        super().__init__(f"{field_name}: {reason}")
+
+
+def as_dict(pairs: Union[Mapping[str, str], Pairs]) -> dict[str, str]:
+    """A spec's settings (stored as sorted pairs) as a dict."""
+    return dict(pairs.items()) if isinstance(pairs, Mapping) else dict(pairs)
+
+
+def _pairs(value: Union[Mapping[str, Any], Pairs, None]) -> Pairs:
+    """A mapping as sorted (key, str(value)) pairs: hashable and stable."""
+    items = (value or {}).items() if isinstance(value, Mapping) or value is None else value
+    return tuple(sorted((str(k), str(v)) for k, v in items))
+
+
+# ---------------------------------------------------------------------------
+# Source
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """Where records come from and how Spark's Kafka source reads them.
+
+    ``starting_offsets`` is ``earliest``, ``latest`` or topic -> partition ->
+    offset (-2 earliest, -1 latest); it applies only when the checkpoint is
+    new (see :func:`ingest.planning.starting_offsets`). ``max_trigger_delay``
+    is a Spark duration such as ``"15m"``.
+    """
+
+    bootstrap_servers: str
+    topics: tuple[str, ...] = ()
+    topic_pattern: Optional[str] = None
+    starting_offsets: Union[str, Mapping[str, Mapping[int, int]], StartingOffsets] = "earliest"
+    max_offsets_per_trigger: Optional[int] = None
+    min_offsets_per_trigger: Optional[int] = None
+    max_trigger_delay: Optional[str] = None
+    fail_on_data_loss: bool = True
+    kafka_properties: Union[Mapping[str, str], Pairs] = ()
+    client_properties: Union[Mapping[str, str], Pairs] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "topics", tuple(self.topics))
+        object.__setattr__(self, "kafka_properties", _pairs(self.kafka_properties))
+        object.__setattr__(self, "client_properties", _pairs(self.client_properties))
+        object.__setattr__(self, "starting_offsets", _normalize_starting(self.starting_offsets))
+        self._check()
+
+    def _check(self) -> None:
+        if not self.bootstrap_servers:
+            raise JobSpecError("source.bootstrap_servers", "must not be empty")
+        if bool(self.topics) == (self.topic_pattern is not None):
+            raise JobSpecError("source.topics", "set exactly one of topics and topic_pattern")
+        if self.topic_pattern is not None:
+            try:
+                re.compile(self.topic_pattern)
+            except re.error as exc:
+                raise JobSpecError("source.topic_pattern", f"not a regular expression: {exc}") from None
+        for name in ("max_offsets_per_trigger", "min_offsets_per_trigger"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                raise JobSpecError(f"source.{name}", f"must be a positive integer, got {value!r}")
+        low, high = self.min_offsets_per_trigger, self.max_offsets_per_trigger
+        if low is not None and high is not None and low > high:
+            raise JobSpecError("source.min_offsets_per_trigger", f"exceeds max_offsets_per_trigger ({high})")
+        if self.max_trigger_delay is not None and not _DURATION.match(self.max_trigger_delay):
+            raise JobSpecError("source.max_trigger_delay", f"expected a duration like '15m', got {self.max_trigger_delay!r}")
+        reserved = sorted(_RESERVED_KAFKA & set(as_dict(self.kafka_properties)))
+        if reserved:
+            raise JobSpecError("source.kafka_properties", f"{reserved} are set by Floe or refused by Spark")
+
+    def spark_options(self) -> dict[str, str]:
+        """Options of Spark's Kafka source (``kafka.*`` included). Contains secrets."""
+        options = {f"kafka.{k}": v for k, v in as_dict(self.kafka_properties).items()}
+        options["kafka.bootstrap.servers"] = self.bootstrap_servers
+        if self.topic_pattern is not None:
+            options["subscribePattern"] = self.topic_pattern
+        else:
+            options["subscribe"] = ",".join(self.topics)
+        options["includeHeaders"] = "true"
+        options["failOnDataLoss"] = str(self.fail_on_data_loss).lower()
+        for key, value in (
+            ("maxOffsetsPerTrigger", self.max_offsets_per_trigger),
+            ("minOffsetsPerTrigger", self.min_offsets_per_trigger),
+            ("maxTriggerDelay", self.max_trigger_delay),
+        ):
+            if value is not None:
+                options[key] = str(value)
+        return options
+
+    def librdkafka_config(self) -> dict[str, str]:
+        """confluent-kafka settings for Floe's own clients. Contains secrets."""
+        return {**as_dict(self.client_properties), "bootstrap.servers": self.bootstrap_servers}
+
+    def starting_offsets_option(self) -> str:
+        """The configured ``startingOffsets`` as Spark's option text."""
+        value = self.starting_offsets_json()
+        return value if isinstance(value, str) else json.dumps(value)
+
+    def starting_offsets_json(self) -> Union[str, dict[str, dict[str, int]]]:
+        """``earliest``, ``latest`` or topic -> partition (text) -> offset."""
+        if isinstance(self.starting_offsets, str):
+            return self.starting_offsets
+        pairs = cast(tuple[tuple[str, tuple[tuple[int, int], ...]], ...], self.starting_offsets)
+        return {t: {str(p): o for p, o in parts} for t, parts in pairs}
+
+
+def _normalize_starting(value: Any) -> StartingOffsets:
+    if isinstance(value, str):
+        if value not in ("earliest", "latest"):
+            raise JobSpecError("source.starting_offsets", f"expected earliest, latest or a mapping, got {value!r}")
+        return value
+    items = value.items() if isinstance(value, Mapping) else value
+    result = []
+    for topic, parts in items:
+        part_items = parts.items() if isinstance(parts, Mapping) else parts
+        offsets = tuple(sorted((int(p), int(o)) for p, o in part_items))
+        if any(p < 0 or o < -2 for p, o in offsets):
+            raise JobSpecError("source.starting_offsets", f"topic {topic!r}: partitions >= 0, offsets >= -2")
+        result.append((str(topic), offsets))
+    return tuple(sorted(result))
+
+
+# ---------------------------------------------------------------------------
+# Table
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SortTerm:
+    """One sort field: ``transform(column) direction nulls``; nulls default as in Iceberg."""
+
+    column: str
+    transform: str = "identity"
+    direction: Literal["asc", "desc"] = "asc"
+    null_order: Optional[Literal["nulls-first", "nulls-last"]] = None
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """The table, and how records land in it.
+
+    ``decode`` holds the table schema (its identifier fields are the key),
+    the value format and the mode. ``partition`` is ``(transform, column)``
+    pairs with Iceberg transform names (``day``, ``bucket[16]``,
+    ``truncate[4]``, ``identity``...). ``properties`` are set when Floe creates
+    the table; ``write.target-file-size-bytes`` and the Parquet settings are
+    read from the table itself on every batch.
+    """
+
+    identifier: str
+    decode: DecodeSpec
+    partition: tuple[tuple[str, str], ...] = ()
+    sort_order: tuple[SortTerm, ...] = ()
+    properties: Union[Mapping[str, str], Pairs] = ()
+    location: Optional[str] = None
+    bad_records: BadRecordPolicy = "fail"
+    dead_letter_topic: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "partition", tuple((str(t), str(c)) for t, c in self.partition))
+        object.__setattr__(self, "sort_order", tuple(self.sort_order))
+        object.__setattr__(self, "properties", _pairs(self.properties))
+        if "." not in self.identifier:
+            raise JobSpecError("table.identifier", f"expected namespace.table, got {self.identifier!r}")
+        if self.bad_records not in ("dead-letter", "fail"):
+            raise JobSpecError("table.bad_records", f"expected 'dead-letter' or 'fail', got {self.bad_records!r}")
+        if (self.bad_records == "dead-letter") != (self.dead_letter_topic is not None):
+            raise JobSpecError("table.dead_letter_topic", "set it exactly when bad_records is 'dead-letter'")
+        try:
+            self.partition_spec()
+            self.iceberg_sort_order()
+        except TableError as exc:
+            raise JobSpecError("table.partition", str(exc)) from None
+
+    @property
+    def mode(self) -> str:
+        return self.decode.mode
+
+    def schema(self) -> Schema:
+        return self.decode.table_schema()
+
+    def partition_spec(self, schema: Optional[Schema] = None) -> PartitionSpec:
+        return build_partition_spec(schema or self.schema(), list(self.partition))
+
+    def iceberg_sort_order(self, schema: Optional[Schema] = None) -> SortOrder:
+        schema = schema or self.schema()
+        if not self.sort_order:
+            return UNSORTED_SORT_ORDER
+        fields = tuple(
+            SortField(
+                schema.find_field(t.column).field_id,
+                parse_transform(t.transform),
+                SortDirection(t.direction),
+                NullOrder(t.null_order) if t.null_order else None,
+            )
+            for t in self.sort_order
+        )
+        order = SortOrder(1, fields)
+        order.check_compatible(schema)
+        return order
+
+    def key_fields(self) -> tuple[str, ...]:
+        """The key columns (dotted paths): the decode spec's, else the schema's identifier fields."""
+        if self.decode.key_fields:
+            return self.decode.key_fields
+        schema = self.schema()
+        return tuple(schema.find_column_name(i) for i in schema.identifier_field_ids)
+
+
+# ---------------------------------------------------------------------------
+# Trigger, catalog, job
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TriggerSpec:
+    """A micro-batch every ``processing_time_seconds``, or everything available now and stop."""
+
+    processing_time_seconds: float = 60.0
+    available_now: bool = False
+
+    def __post_init__(self) -> None:
+        if self.processing_time_seconds <= 0:
+            raise JobSpecError("trigger.processing_time_seconds", "must be positive")
+
+
+@dataclass(frozen=True)
+class CatalogSpec:
+    """Floe's SQL catalog (``commit.catalog.Catalog``). The uri may hold a password: never log it."""
+
+    uri: str
+    warehouse: str
+    name: str = "floe"
+
+
+@dataclass(frozen=True)
+class IngestJob:
+    """One streaming query: source -> table, with its checkpoint.
+
+    ``spark_conf`` applies when ``python -m ingest`` builds the session.
+    ``lag_interval_seconds`` is how often the lag and freshness gauges are
+    refreshed between batches. ``grace_seconds`` bounds how long a graceful
+    stop waits for the running batch before cancelling it.
+    """
+
+    source: SourceSpec
+    table: TableSpec
+    catalog: CatalogSpec
+    checkpoint_location: str
+    trigger: TriggerSpec = field(default_factory=TriggerSpec)
+    query_name: Optional[str] = None
+    spark_conf: Union[Mapping[str, str], Pairs] = ()
+    lag_interval_seconds: float = 30.0
+    grace_seconds: float = 300.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "spark_conf", _pairs(self.spark_conf))
+        if not self.checkpoint_location:
+            raise JobSpecError("checkpoint_location", "must not be empty")
+        dlq = self.table.dead_letter_topic
+        if dlq is not None and dlq in self.source.topics:
+            raise JobSpecError("table.dead_letter_topic", f"{dlq!r} is also a source topic")
+
+    @property
+    def name(self) -> str:
+        return self.query_name or f"floe-ingest-{self.table.identifier}"
+
+
+# ---------------------------------------------------------------------------
+# JSON
+# ---------------------------------------------------------------------------
+
+
+def job_to_json(job: IngestJob) -> dict[str, Any]:
+    """The job as a JSON object (secrets included: protect the file)."""
+    source, table = job.source, job.table
+    return {
+        "source": {
+            "bootstrap_servers": source.bootstrap_servers,
+            "topics": list(source.topics),
+            "topic_pattern": source.topic_pattern,
+            "starting_offsets": source.starting_offsets_json(),
+            "max_offsets_per_trigger": source.max_offsets_per_trigger,
+            "min_offsets_per_trigger": source.min_offsets_per_trigger,
+            "max_trigger_delay": source.max_trigger_delay,
+            "fail_on_data_loss": source.fail_on_data_loss,
+            "kafka_properties": as_dict(source.kafka_properties),
+            "client_properties": as_dict(source.client_properties),
+        },
+        "table": {
+            "identifier": table.identifier,
+            "decode": decode_spec_to_json(table.decode),
+            "partition": [list(p) for p in table.partition],
+            "sort_order": [vars(t) for t in table.sort_order],
+            "properties": as_dict(table.properties),
+            "location": table.location,
+            "bad_records": table.bad_records,
+            "dead_letter_topic": table.dead_letter_topic,
+        },
+        "catalog": vars(job.catalog),
+        "checkpoint_location": job.checkpoint_location,
+        "trigger": vars(job.trigger),
+        "query_name": job.query_name,
+        "spark_conf": as_dict(job.spark_conf),
+        "lag_interval_seconds": job.lag_interval_seconds,
+        "grace_seconds": job.grace_seconds,
+    }
+
+
+def job_from_json(obj: Mapping[str, Any]) -> IngestJob:
+    """The job of :func:`job_to_json`; raises :class:`JobSpecError` naming the bad field."""
+    try:
+        table = dict(obj["table"])
+        decode = decode_spec_from_json(table.pop("decode"))
+        sort_order = tuple(SortTerm(**t) for t in table.pop("sort_order", ()))
+        partition = tuple(tuple(p) for p in table.pop("partition", ()))
+        return IngestJob(
+            source=SourceSpec(**obj["source"]),
+            table=TableSpec(decode=decode, sort_order=sort_order, partition=partition, **table),  # type: ignore[arg-type]
+            catalog=CatalogSpec(**obj["catalog"]),
+            checkpoint_location=obj["checkpoint_location"],
+            trigger=TriggerSpec(**obj.get("trigger", {})),
+            query_name=obj.get("query_name"),
+            spark_conf=obj.get("spark_conf", {}),
+            lag_interval_seconds=obj.get("lag_interval_seconds", 30.0),
+            grace_seconds=obj.get("grace_seconds", 300.0),
+        )
+    except KeyError as exc:
+        raise JobSpecError(str(exc.args[0]), "missing") from None
+    except TypeError as exc:
+        raise JobSpecError("job", str(exc)) from None
+
+
+def decode_spec_to_json(spec: DecodeSpec) -> dict[str, Any]:
+    op = spec.op_field
+    return {
+        "schema": json.loads(spec.schema),  # type: ignore[arg-type]
+        "format": _format_to_json(spec.format),
+        "metadata_columns": as_dict(spec.metadata_columns),  # type: ignore[arg-type]
+        "mode": spec.mode,
+        "op_field": None if op is None else {
+            "name": op.name, "inserts": list(op.inserts), "updates": list(op.updates),
+            "deletes": list(op.deletes), "envelope": op.envelope,
+        },
+        "key_fields": list(spec.key_fields),
+        "key_format": spec.key_format,
+        "epoch_unit": spec.epoch_unit,
+    }
+
+
+def decode_spec_from_json(obj: Mapping[str, Any]) -> DecodeSpec:
+    from table.schema import schema_from_json
+
+    values = dict(obj)
+    values["schema"] = schema_from_json(values["schema"])
+    values["format"] = _format_from_json(values.get("format") or {"type": "json"})
+    op = values.get("op_field")
+    values["op_field"] = None if op is None else OpField(**op)
+    values["key_fields"] = tuple(values.get("key_fields", ()))
+    return DecodeSpec(**values)
+
+
+def _format_to_json(fmt: Format) -> dict[str, Any]:
+    if isinstance(fmt, JsonFormat):
+        return {"type": "json"}
+    if isinstance(fmt, AvroFormat):
+        return {"type": "avro", "reader_schema": fmt.reader_schema, "writer_schema": fmt.writer_schema}
+    return {"type": "confluent-avro", **vars(fmt)}
+
+
+def _format_from_json(obj: Mapping[str, Any]) -> Format:
+    values = dict(obj)
+    kind = values.pop("type")
+    if kind == "json":
+        return JsonFormat()
+    if kind == "avro":
+        return AvroFormat(**values)
+    if kind == "confluent-avro":
+        return ConfluentAvroFormat(**values)
+    raise JobSpecError("table.decode.format.type", f"expected json, avro or confluent-avro, got {kind!r}")
+
+
+def with_decode_schema(table: TableSpec, schema: Schema) -> TableSpec:
+    """``table`` decoding into ``schema`` (the table's own, with its field ids)."""
+    return replace(table, decode=replace(table.decode, schema=schema))

@@ -1,0 +1,185 @@
+"""Ingest metrics (docs/metrics.md, names and labels exactly), and the lag probe.
+
+:class:`IngestMetrics` registers every ingest metric on one registry (the
+service passes its own; default: prometheus-client's global registry) and
+offers one method per event, so the batch code never names a metric.
+
+The lag and freshness gauges come from outside any batch: :class:`LagProbe`
+asks Kafka for each partition's watermarks (confluent-kafka's
+``get_watermark_offsets``) and the table for what it holds (the offsets and
+newest Kafka timestamps recorded in snapshot summaries), so the gauges are
+right even when the query is stuck or down. :class:`LagMonitor` refreshes
+them every few seconds, and at once after each commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from typing import Any, Mapping, Optional
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+
+from commit.catalog import Catalog
+from commit.exactly_once import committed_offsets
+from ingest.job import IngestJob
+from ingest.planning import PerPartition, committed_timestamps, consumer_lag
+
+log = logging.getLogger("floe.ingest")
+
+BATCH_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
+COMMIT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class IngestMetrics:
+    """Every ingest metric, labelled by table."""
+
+    def __init__(self, registry: Optional[CollectorRegistry] = None) -> None:
+        r = REGISTRY if registry is None else registry
+        t = ["table"]
+        self.records_read = Counter("floe_ingest_records_read_total", "Kafka records read by committed or skipped batches", t, registry=r)
+        self.records_committed = Counter("floe_ingest_records_committed_total", "Table rows (data rows plus deleted keys) committed", t, registry=r)
+        self.bad_records = Counter("floe_ingest_bad_records_total", "Records sent to the dead-letter topic, by error class", t + ["reason"], registry=r)
+        self.batches = Counter("floe_ingest_batches_total", "Micro-batches by result", t + ["result"], registry=r)
+        self.commit_retries = Counter("floe_ingest_commit_retries_total", "Commit attempts beyond the first", t, registry=r)
+        self.commit_conflicts = Counter("floe_ingest_commit_conflicts_total", "Compare-and-swap races lost", t, registry=r)
+        self.files_written = Counter("floe_ingest_files_written_total", "Files written", t + ["content"], registry=r)
+        self.bytes_written = Counter("floe_ingest_bytes_written_total", "Bytes of files written", t + ["content"], registry=r)
+        self.batch_duration = Histogram("floe_ingest_batch_duration_seconds", "Whole micro-batch, decode to commit", t, buckets=BATCH_BUCKETS, registry=r)
+        self.commit_latency = Histogram("floe_ingest_commit_latency_seconds", "The commit step alone", t, buckets=COMMIT_BUCKETS, registry=r)
+        self.consumer_lag = Gauge("floe_ingest_consumer_lag_records", "Latest Kafka offset minus the offset committed into the table", t + ["topic", "partition"], registry=r)
+        self.freshness = Gauge("floe_ingest_freshness_seconds", "Now minus the newest Kafka timestamp committed into the table", t + ["topic", "partition"], registry=r)
+        self.last_commit = Gauge("floe_ingest_last_commit_timestamp_seconds", "Unix time of the last successful commit", t, registry=r)
+        self.query_active = Gauge("floe_ingest_query_active", "1 while the streaming query runs", t, registry=r)
+
+    # -- batches ---------------------------------------------------------------
+
+    def batch_committed(self, table: str, *, records: int, committed_rows: int, attempts: int,
+                        files: Mapping[str, tuple[int, int]], duration_s: float, commit_s: float) -> None:
+        self.batches.labels(table, "committed").inc()
+        self.records_read.labels(table).inc(records)
+        self.records_committed.labels(table).inc(committed_rows)
+        if attempts > 1:
+            self.commit_retries.labels(table).inc(attempts - 1)
+            self.commit_conflicts.labels(table).inc(attempts - 1)
+        for content, (count, size) in files.items():
+            self.files_written.labels(table, content).inc(count)
+            self.bytes_written.labels(table, content).inc(size)
+        self.batch_duration.labels(table).observe(duration_s)
+        self.commit_latency.labels(table).observe(commit_s)
+        self.last_commit.labels(table).set(time.time())
+
+    def batch_skipped(self, table: str, records: int, duration_s: float) -> None:
+        self.batches.labels(table, "skipped").inc()
+        self.records_read.labels(table).inc(records)
+        self.batch_duration.labels(table).observe(duration_s)
+
+    def batch_empty(self, table: str) -> None:
+        self.batches.labels(table, "empty").inc()
+
+    def batch_failed(self, table: str) -> None:
+        self.batches.labels(table, "failed").inc()
+
+    def dead_lettered(self, table: str, by_reason: Mapping[str, int]) -> None:
+        for reason, count in by_reason.items():
+            self.bad_records.labels(table, reason).inc(count)
+
+    def set_active(self, table: str, active: bool) -> None:
+        self.query_active.labels(table).set(1 if active else 0)
+
+    # -- lag -------------------------------------------------------------------
+
+    def set_lag(self, table: str, lag: PerPartition) -> None:
+        for topic, parts in lag.items():
+            for partition, records in parts.items():
+                self.consumer_lag.labels(table, topic, str(partition)).set(records)
+
+    def set_freshness(self, table: str, newest_micros: PerPartition, now_s: float) -> None:
+        for topic, parts in newest_micros.items():
+            for partition, micros in parts.items():
+                self.freshness.labels(table, topic, str(partition)).set(max(0.0, now_s - micros / 1e6))
+
+
+class LagProbe:
+    """Reads watermarks from Kafka and positions from the table; sets the lag gauges."""
+
+    def __init__(self, job: IngestJob, catalog: Catalog, metrics: IngestMetrics, timeout_s: float = 10.0) -> None:
+        from confluent_kafka import Consumer
+
+        self._job = job
+        self._catalog = catalog
+        self._metrics = metrics
+        self._timeout = timeout_s
+        self._consumer = Consumer({
+            **job.source.librdkafka_config(),
+            "group.id": f"floe-lag-{job.table.identifier}",
+            "enable.auto.commit": False,
+        })
+
+    def topic_partitions(self) -> dict[str, list[int]]:
+        """The source's topics (the listed ones, or those the pattern matches) and partitions."""
+        metadata = self._consumer.list_topics(timeout=self._timeout)
+        source = self._job.source
+        if source.topic_pattern is not None:
+            pattern = re.compile(source.topic_pattern)
+            names = [t for t in metadata.topics if pattern.fullmatch(t)]
+        else:
+            names = [t for t in source.topics if t in metadata.topics]
+        return {t: sorted(metadata.topics[t].partitions) for t in names}
+
+    def watermarks(self) -> dict[str, dict[int, tuple[int, int]]]:
+        from confluent_kafka import TopicPartition
+
+        result: dict[str, dict[int, tuple[int, int]]] = {}
+        for topic, partitions in self.topic_partitions().items():
+            for p in partitions:
+                low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=self._timeout, cached=False)
+                result.setdefault(topic, {})[p] = (low, high)
+        return result
+
+    def refresh(self) -> None:
+        table = self._job.table.identifier
+        metadata = self._catalog.load_table(table).metadata
+        marks = self.watermarks()
+        self._metrics.set_lag(table, consumer_lag(marks, committed_offsets(metadata)))
+        self._metrics.set_freshness(table, committed_timestamps(metadata), time.time())
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+class LagMonitor:
+    """Refreshes a probe every ``interval_s`` and when :meth:`poke` is called, in a daemon thread."""
+
+    def __init__(self, probe: Any, interval_s: float) -> None:
+        self._probe = probe
+        self._interval = interval_s
+        self._wake = threading.Event()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="floe-lag-monitor", daemon=True)
+
+    def start(self) -> LagMonitor:
+        self._thread.start()
+        return self
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._wake.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        try:
+            while not self._done.is_set():
+                try:
+                    self._probe.refresh()
+                except Exception:  # noqa: BLE001 - a monitoring failure must not stop ingestion; it is logged
+                    log.exception("lag refresh failed")
+                self._wake.wait(self._interval)
+                self._wake.clear()
+        finally:
+            self._probe.close()

@@ -1,0 +1,160 @@
+"""Pure per-batch planning: offsets and timestamps from small aggregates, lag, start offsets.
+
+Nothing here touches Spark, Kafka or files, so every rule is testable on
+plain values. The driver feeds it one small aggregate per batch (one row per
+topic, partition and error class: :data:`STATS_COLUMNS`) and gets back what
+the commit records and what the metrics report.
+
+Offsets are recorded as the range of offsets *seen* in the batch, first to
+last + 1, per partition (dead letters included): a replayed batch reads the
+same range from Spark's offset log and yields the same ranges, which is what
+the exactly-once check compares. Beside them the summary keeps each
+partition's newest Kafka timestamp (``floe.kafka.max-timestamps``), from which
+the freshness gauge is derived.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Optional
+
+from commit.exactly_once import OffsetRange, branch_history, writer_of
+from table.metadata import MAIN_BRANCH, TableMetadata
+
+MAX_TIMESTAMPS = "floe.kafka.max-timestamps"
+STATS_COLUMNS = ("topic", "partition", "error_class", "first_offset", "last_offset", "records", "max_ts")
+"""The per-batch aggregate: one row per (topic, partition, error class or None)."""
+
+Offsets = dict[str, dict[int, OffsetRange]]
+PerPartition = dict[str, dict[int, int]]
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """What one micro-batch read: offsets, newest timestamps, records, dead letters by class."""
+
+    offsets: Offsets = field(default_factory=dict)
+    max_timestamps: PerPartition = field(default_factory=dict)  # microseconds since the epoch
+    records: int = 0
+    rows: int = 0
+    dead_letters: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return self.records == 0
+
+    @property
+    def bad_records(self) -> int:
+        return sum(self.dead_letters.values())
+
+
+def batch_stats(rows: Iterable[Mapping[str, Any]]) -> BatchStats:
+    """Fold the aggregate rows (:data:`STATS_COLUMNS`) into :class:`BatchStats`."""
+    first: dict[tuple[str, int], int] = {}
+    last: dict[tuple[str, int], int] = {}
+    newest: PerPartition = {}
+    records = good = 0
+    dead: dict[str, int] = {}
+    for row in rows:
+        tp = (row["topic"], int(row["partition"]))
+        first[tp] = min(first.get(tp, row["first_offset"]), row["first_offset"])
+        last[tp] = max(last.get(tp, row["last_offset"]), row["last_offset"])
+        records += row["records"]
+        if row["error_class"] is None:
+            good += row["records"]
+        else:
+            dead[row["error_class"]] = dead.get(row["error_class"], 0) + row["records"]
+        if row["max_ts"] is not None:
+            current = newest.setdefault(tp[0], {}).get(tp[1])
+            newest[tp[0]][tp[1]] = row["max_ts"] if current is None else max(current, row["max_ts"])
+    offsets: Offsets = {}
+    for (topic, partition), start in sorted(first.items()):
+        offsets.setdefault(topic, {})[partition] = (start, last[(topic, partition)] + 1)
+    return BatchStats(offsets, newest, records, good, dead)
+
+
+def replayed_records(offsets: Mapping[str, Mapping[int, OffsetRange]]) -> int:
+    """Records a committed batch covered, from its offset ranges (for a skipped replay)."""
+    return sum(end - start for ranges in offsets.values() for start, end in ranges.values())
+
+
+# ---------------------------------------------------------------------------
+# Newest Kafka timestamps in snapshot summaries
+# ---------------------------------------------------------------------------
+
+
+def encode_timestamps(timestamps: Mapping[str, Mapping[int, int]]) -> str:
+    """``{"topic":{"0":micros}}``, sorted, compact."""
+    obj = {t: {str(p): int(ts) for p, ts in sorted(parts.items())} for t, parts in sorted(timestamps.items())}
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def decode_timestamps(text: str) -> PerPartition:
+    obj = json.loads(text)
+    return {t: {int(p): int(ts) for p, ts in parts.items()} for t, parts in obj.items()}
+
+
+def committed_timestamps(metadata: TableMetadata, branch: str = MAIN_BRANCH, max_snapshots: int = 1000) -> PerPartition:
+    """topic -> partition -> newest committed Kafka timestamp (micros), newest batch first.
+
+    Walks at most ``max_snapshots`` snapshots: a partition idle for longer
+    than that simply has no freshness figure.
+    """
+    found: PerPartition = {}
+    for i, snapshot in enumerate(branch_history(metadata, branch)):
+        if i >= max_snapshots:
+            break
+        text = snapshot.summary.get(MAX_TIMESTAMPS)
+        if writer_of(snapshot) is None or text is None:
+            continue
+        for topic, parts in decode_timestamps(text).items():
+            for partition, ts in parts.items():
+                found.setdefault(topic, {}).setdefault(partition, ts)
+    return found
+
+
+# ---------------------------------------------------------------------------
+# Lag and starting offsets
+# ---------------------------------------------------------------------------
+
+
+def consumer_lag(
+    watermarks: Mapping[str, Mapping[int, tuple[int, int]]], committed: Mapping[str, Mapping[int, int]]
+) -> PerPartition:
+    """Records behind per partition: high watermark minus the table's next offset.
+
+    A partition the table never covered counts from its low watermark (every
+    retained record is still to be read); lag is never negative.
+    """
+    lag: PerPartition = {}
+    for topic, parts in watermarks.items():
+        for partition, (low, high) in parts.items():
+            position = committed.get(topic, {}).get(partition, low)
+            lag.setdefault(topic, {})[partition] = max(0, high - max(position, low))
+    return lag
+
+
+def starting_offsets(
+    configured: str, committed: Mapping[str, Mapping[int, int]], partitions: Mapping[str, Iterable[int]]
+) -> Optional[str]:
+    """Spark's ``startingOffsets`` JSON to resume from the table, or None to use ``configured``.
+
+    Used when the checkpoint is new but the table already holds offsets (a
+    lost or moved checkpoint; Spark ignores the option for an existing one):
+    every partition the table covered resumes at its committed offset, the
+    others where ``configured`` says (``earliest`` -2, ``latest`` -1, or the
+    configured JSON's own offset), because Spark wants every partition named.
+    """
+    if not any(committed.get(t) for t in partitions):
+        return None
+    specific: dict[str, dict[str, int]] = {} if configured in ("earliest", "latest") else json.loads(configured)
+    default = -1 if configured == "latest" else -2
+    obj = {
+        topic: {
+            str(p): committed.get(topic, {}).get(p, specific.get(topic, {}).get(str(p), default))
+            for p in sorted(parts)
+        }
+        for topic, parts in sorted(partitions.items())
+    }
+    return json.dumps(obj, separators=(",", ":"))

@@ -1,0 +1,205 @@
+"""Builds and runs the streaming query of one ingest job, and stops it gracefully.
+
+:func:`run_ingest` prepares the table (:mod:`ingest.table_setup`), reads the
+source with Spark's Kafka source, hands every micro-batch to
+:class:`ingest.batch.BatchProcessor` through ``foreachBatch`` and returns an
+:class:`IngestQuery` (a ``StreamingQuery``-style handle).
+
+Graceful stop (``stop_event`` set, or :meth:`IngestQuery.stop`): no new batch
+starts (one that begins anyway raises :class:`IngestStopped` before touching
+anything, so Spark replays it after a restart); the running batch is given
+``job.grace_seconds`` to finish; then the query is stopped, which cancels a
+batch still running. A commit is a single compare-and-swap of the table
+pointer, so whatever happens the table gets a whole batch or nothing.
+
+Where a new checkpoint starts: Spark honours ``startingOffsets`` only when
+the checkpoint is new. If the table already holds committed offsets (a lost
+or moved checkpoint), the query starts from them rather than from the
+configured position, so records are neither read twice nor skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable, Optional
+
+from commit.catalog import Catalog
+from commit.exactly_once import committed_offsets
+from ingest.batch import BatchProcessor
+from ingest.job import IngestJob, with_decode_schema
+from ingest.metrics import IngestMetrics, LagMonitor, LagProbe
+from ingest.planning import starting_offsets
+from ingest.table_setup import ensure_table
+
+log = logging.getLogger("floe.ingest")
+
+
+class IngestStopped(RuntimeError):
+    """A batch was refused because the query is stopping; it is replayed on restart."""
+
+
+class _StopGate:
+    """Lets batches run one at a time until a stop is requested, then refuses them."""
+
+    def __init__(self) -> None:
+        self._running = threading.Lock()
+        self.stopping = threading.Event()
+        self.refused = False
+
+    def wrap(self, process: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
+        def run(df: Any, batch_id: int) -> None:
+            with self._running:
+                if self.stopping.is_set():
+                    self.refused = True
+                    raise IngestStopped(f"batch {batch_id} refused: the query is stopping")
+                process(df, batch_id)
+
+        return run
+
+    def stop(self, query: Any, grace_s: float) -> None:
+        """Refuse new batches, wait up to ``grace_s`` for the running one, then stop the query.
+
+        The lock is released before ``query.stop()``: Spark's stop waits for
+        the batch thread, which may be waiting on this very lock.
+        """
+        self.stopping.set()
+        if self._running.acquire(timeout=grace_s):
+            self._running.release()
+        else:
+            log.warning("the running batch did not finish within %.0fs; cancelling it", grace_s)
+        query.stop()
+
+
+class IngestQuery:
+    """A running ingest query: ``StreamingQuery``-style, with a graceful :meth:`stop`."""
+
+    def __init__(self, query: Any, job: IngestJob, gate: _StopGate, stop_event: threading.Event,
+                 metrics: IngestMetrics, monitor: Optional[LagMonitor], catalog: Catalog) -> None:
+        self.query = query
+        self._catalog = catalog
+        self.job = job
+        self._gate = gate
+        self._stop_event = stop_event
+        self._metrics = metrics
+        self._monitor = monitor
+        self._finished = threading.Event()
+        threading.Thread(target=self._watch_stop, name="floe-stop-watch", daemon=True).start()
+        threading.Thread(target=self._watch_end, name="floe-end-watch", daemon=True).start()
+
+    @property
+    def id(self) -> str:
+        """The query id: the writer id recorded in every snapshot this job commits."""
+        return self.query.id
+
+    @property
+    def is_active(self) -> bool:
+        return self.query.isActive
+
+    @property
+    def recent_progress(self) -> list:
+        return self.query.recentProgress
+
+    def stop(self) -> None:
+        """Graceful stop; returns when the query has stopped."""
+        self._stop_event.set()
+        self._finished.wait()
+
+    def await_termination(self, timeout: Optional[float] = None) -> bool:
+        """Wait for the query to end; raises its error, unless the end was a requested stop."""
+        if not self._finished.wait(timeout):
+            return False
+        error = self.exception()
+        if error is not None:
+            raise error
+        return True
+
+    def exception(self) -> Optional[Exception]:
+        """The query's error; None while it runs, after success, or after a graceful stop."""
+        error = self.query.exception()
+        if error is not None and self._gate.stopping.is_set() and self._gate.refused:
+            return None  # our own IngestStopped: the stop that was asked for
+        return error
+
+    def _watch_stop(self) -> None:
+        while not self._finished.is_set():
+            if self._stop_event.wait(1.0):
+                log.info("stopping ingest query %s", self.job.name, extra={"table": self.job.table.identifier})
+                self._gate.stop(self.query, self.job.grace_seconds)
+                return
+
+    def _watch_end(self) -> None:
+        try:
+            self.query.awaitTermination()
+        except Exception:  # noqa: BLE001 - the error stays on the query: exception() reports it
+            pass
+        finally:
+            self._metrics.set_active(self.job.table.identifier, False)
+            if self._monitor is not None:
+                self._monitor.stop()
+            self._catalog.close()
+            self._finished.set()
+
+
+def run_ingest(job: IngestJob, spark: Any, stop_event: Optional[threading.Event] = None,
+               metrics: Optional[IngestMetrics] = None, *, lag_monitor: bool = True) -> IngestQuery:
+    """Start the job's streaming query in ``spark``; returns at once with its handle.
+
+    ``metrics`` defaults to a private registry (the service passes the one it
+    exports). ``lag_monitor`` runs the lag/freshness probe against Kafka.
+    """
+    from prometheus_client import CollectorRegistry
+
+    metrics = metrics or IngestMetrics(CollectorRegistry())
+    stop_event = stop_event or threading.Event()
+    catalog = Catalog(job.catalog.uri, job.catalog.warehouse, job.catalog.name)
+    try:
+        loaded = ensure_table(catalog, job.table)
+        table = with_decode_schema(job.table, loaded.metadata.schema())
+        probe = LagProbe(job, catalog, metrics)
+        try:
+            start = _start_offsets(job, loaded.metadata, probe)
+        except BaseException:
+            probe.close()
+            raise
+        if not lag_monitor:
+            probe.close()
+        monitor = LagMonitor(probe, job.lag_interval_seconds) if lag_monitor else None
+        processor = BatchProcessor(job, table, catalog, metrics, on_commit=monitor.poke if monitor else lambda: None)
+        gate = _StopGate()
+        query = _start_query(job, spark, gate.wrap(processor), start)
+    except BaseException:
+        catalog.close()
+        raise
+    processor.bind(query.id)
+    metrics.set_active(job.table.identifier, True)
+    if monitor is not None:
+        monitor.start()
+    log.info("ingest query %s started (id %s)", job.name, query.id, extra={"table": job.table.identifier})
+    return IngestQuery(query, job, gate, stop_event, metrics, monitor, catalog)
+
+
+def _start_query(job: IngestJob, spark: Any, process: Callable[[Any, int], None], start: str) -> Any:
+    reader = spark.readStream.format("kafka")
+    for key, value in job.source.spark_options().items():
+        reader = reader.option(key, value)
+    source = reader.option("startingOffsets", start).load()
+    writer = (
+        source.writeStream.foreachBatch(process)
+        .queryName(job.name)
+        .option("checkpointLocation", job.checkpoint_location)
+    )
+    if job.trigger.available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{job.trigger.processing_time_seconds} seconds")
+    return writer.start()
+
+
+def _start_offsets(job: IngestJob, metadata: Any, probe: LagProbe) -> str:
+    """``startingOffsets``: from the table's committed offsets if any, else as configured."""
+    configured = job.source.starting_offsets_option()
+    committed = committed_offsets(metadata)
+    if not committed:
+        return configured
+    return starting_offsets(configured, committed, probe.topic_partitions()) or configured

@@ -1,0 +1,353 @@
+"""Executor side: one write task turns decoded rows into Iceberg data and delete files.
+
+:func:`write_files` is the body of a ``mapInArrow`` over the rows of one
+micro-batch (after reduction in upsert mode, one row per key), repartitioned
+by table partition and sorted by it and the table's sort order. For each row:
+
+* an upsert's final image goes to a data file of its partition;
+* in upsert mode every touched key (upserts and deletes) goes to an equality
+  delete file: in the row's partition when the key determines the partition
+  (every partition source column is a key column), else to a global delete
+  file (the table's unpartitioned spec). Committed in the same row delta, the
+  data and deletes share a sequence number, so a delete removes only older
+  rows of its key (spec: "Scan Planning").
+
+Files roll at the table's ``write.target-file-size-bytes`` (deletes at
+``write.delete.target-file-size-bytes``). With clustered input a partition's
+files are closed as soon as its rows are done, so memory holds one row group
+buffer, not one per partition. Only serialized ``DataFile`` metadata leaves
+the task (:data:`WRITTEN_SCHEMA`); on failure every file the task wrote is
+deleted before the error propagates.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ingest.changes import Op
+from ingest.decode_batch import OP_COLUMN
+from ingest.frame import from_transport
+from table.arrow_schema import cast_to_schema
+from table.deletes import EqualityDeleteWriter
+from table.io import FileIO
+from table.manifest import DataFile, DataFileContent
+from table.metadata import TableMetadata
+from table.parquet import DataFileWriter, FileNameFactory, split_by_partition
+from table.partitioning import PartitionSpec, partition_spec_from_json
+from table.schema import Schema, schema_from_json
+from table.types import StructType
+
+TARGET_FILE_SIZE = "write.target-file-size-bytes"
+DELETE_TARGET_FILE_SIZE = "write.delete.target-file-size-bytes"
+COMPRESSION = "write.parquet.compression-codec"
+COMPRESSION_LEVEL = "write.parquet.compression-level"
+ROW_GROUP_BYTES = "write.parquet.row-group-size-bytes"
+DATA_PATH = "write.data.path"
+DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024  # Iceberg's defaults
+DEFAULT_DELETE_TARGET_FILE_SIZE = 64 * 1024 * 1024
+DEFAULT_ROW_GROUP_BYTES = 128 * 1024 * 1024
+
+DATA, EQUALITY_DELETES, DELETED_KEYS = "data", "equality_deletes", "deleted_keys"
+WRITTEN_SCHEMA = pa.schema(
+    [("kind", pa.string()), ("payload", pa.binary()), ("records", pa.int64()), ("bytes", pa.int64())]
+)
+"""One row per written file (``payload`` is the pickled ``DataFile``), plus one
+``deleted_keys`` row per task counting the keys it deleted."""
+WRITTEN_DDL = "kind string, payload binary, records long, bytes long"
+
+
+@dataclass(frozen=True)
+class WriteTask:
+    """Everything a write task needs; plain data so it ships small to executors.
+
+    ``equality_ids`` is empty in append mode. ``delete_spec`` is the spec of
+    equality delete files: the table's spec when ``keyed_deletes``, else an
+    unpartitioned spec of the table. ``sort_order_id`` is set when the input
+    is sorted by the table's sort order.
+    """
+
+    schema: str
+    spec: str
+    data_location: str
+    equality_ids: tuple[int, ...] = ()
+    delete_spec: str = ""
+    keyed_deletes: bool = False
+    clustered: bool = False
+    target_file_size: int = DEFAULT_TARGET_FILE_SIZE
+    delete_target_file_size: int = DEFAULT_DELETE_TARGET_FILE_SIZE
+    row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
+    compression: str = "zstd"
+    compression_level: Optional[int] = None
+    sort_order_id: Optional[int] = None
+
+    @classmethod
+    def for_table(
+        cls,
+        metadata: TableMetadata,
+        equality_ids: Sequence[int],
+        *,
+        clustered: bool,
+        sorted_by_order: bool,
+    ) -> WriteTask:
+        """The task for ``metadata``'s current schema, default spec and write properties."""
+        schema, spec, props = metadata.schema(), metadata.spec(), metadata.properties
+        keyed = keys_determine_partition(spec, equality_ids)
+        delete_spec = spec if keyed or not equality_ids else unpartitioned_spec(metadata)
+        level = props.get(COMPRESSION_LEVEL)
+        return cls(
+            schema=json.dumps(schema.to_json()),
+            spec=json.dumps(spec.to_json()),
+            data_location=props.get(DATA_PATH, f"{metadata.location}/data").rstrip("/"),
+            equality_ids=tuple(equality_ids),
+            delete_spec=json.dumps(delete_spec.to_json()),
+            keyed_deletes=keyed,
+            clustered=clustered,
+            target_file_size=int(props.get(TARGET_FILE_SIZE, DEFAULT_TARGET_FILE_SIZE)),
+            delete_target_file_size=int(props.get(DELETE_TARGET_FILE_SIZE, DEFAULT_DELETE_TARGET_FILE_SIZE)),
+            row_group_bytes=int(props.get(ROW_GROUP_BYTES, DEFAULT_ROW_GROUP_BYTES)),
+            compression=props.get(COMPRESSION, "zstd").lower(),
+            compression_level=None if level is None else int(level),
+            sort_order_id=metadata.default_sort_order_id if sorted_by_order else None,
+        )
+
+
+def keys_determine_partition(spec: PartitionSpec, equality_ids: Iterable[int]) -> bool:
+    """Whether every partition source column is a key column (then a key has one partition)."""
+    ids = set(equality_ids)
+    return bool(ids) and all(f.source_id in ids for f in spec.fields)
+
+
+def unpartitioned_spec(metadata: TableMetadata) -> PartitionSpec:
+    """The table's spec without fields: global equality deletes are written with it."""
+    for spec in metadata.partition_specs:
+        if not spec.fields:
+            return spec
+    raise ValueError(
+        f"table at {metadata.location} has no unpartitioned spec for global equality deletes "
+        "(ingest.table_setup adds one when the key does not determine the partition)"
+    )
+
+
+# ---------------------------------------------------------------------------
+# The task
+# ---------------------------------------------------------------------------
+
+
+class _Writers:
+    """Open writers by partition, and the DataFiles of the closed ones."""
+
+    def __init__(self, make) -> None:  # make(partition) -> writer with write/close/abort
+        self._make = make
+        self.open: dict[tuple, object] = {}
+        self.closed: list[DataFile] = []
+        self._all: list[object] = []
+
+    def write(self, partition: tuple, rows: pa.RecordBatch) -> None:
+        writer = self.open.get(partition)
+        if writer is None:
+            writer = self.open[partition] = self._make(partition)
+            self._all.append(writer)
+        writer.write(rows)  # type: ignore[attr-defined]
+
+    def close_except(self, keep: set) -> None:
+        for partition in [p for p in self.open if p not in keep]:
+            self.closed.extend(self.open.pop(partition).close())  # type: ignore[attr-defined]
+
+    def close(self) -> list[DataFile]:
+        self.close_except(set())
+        return self.closed
+
+    def abort(self) -> None:
+        for writer in self._all:
+            writer.abort()  # type: ignore[attr-defined]
+
+
+class TaskWriter:
+    """Writes one task's rows; :meth:`finish` returns the written files, :meth:`abort` deletes them."""
+
+    def __init__(self, task: WriteTask, io: FileIO, names: FileNameFactory) -> None:
+        self.task = task
+        self.schema = schema_from_json(json.loads(task.schema))
+        self.spec = partition_spec_from_json(json.loads(task.spec))
+        self.deleted_keys = 0
+        options: dict[str, Any] = dict(row_group_bytes=task.row_group_bytes, compression=task.compression,
+                                       compression_level=task.compression_level, file_name_factory=names)
+        self.data = _Writers(lambda p: DataFileWriter(
+            io, task.data_location, self.schema, self.spec, p,
+            target_file_size_bytes=task.target_file_size, sort_order_id=task.sort_order_id, **options))
+        self.delete_schema: Optional[Schema] = None
+        if task.equality_ids:
+            self.delete_schema = self.schema.project(task.equality_ids)
+            delete_spec = partition_spec_from_json(json.loads(task.delete_spec))
+            self.deletes = _Writers(lambda p: EqualityDeleteWriter(
+                io, task.data_location, self.schema, delete_spec, p, task.equality_ids,
+                target_file_size_bytes=task.delete_target_file_size, **options))
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        ops = batch.column(OP_COLUMN)
+        upserts = pc.equal(ops, pa.scalar(int(Op.UPSERT), ops.type))
+        touched_data = self._write_data(batch.filter(upserts))
+        touched_deletes: set = set()
+        if self.delete_schema is not None:
+            self.deleted_keys += batch.num_rows - (pc.sum(upserts).as_py() or 0)
+            touched_deletes = self._write_deletes(batch)
+        if self.task.clustered:
+            self.data.close_except(touched_data)
+            if self.delete_schema is not None and self.task.keyed_deletes:
+                self.deletes.close_except(touched_deletes)
+
+    def _write_data(self, rows: pa.RecordBatch) -> set:
+        if rows.num_rows == 0:
+            return set()
+        return self.write_table_rows(table_batch(rows, self.schema))
+
+    def write_table_rows(self, rows: pa.RecordBatch) -> set:
+        """Append rows already in the table's Arrow types (by name); the partitions touched."""
+        table_rows = cast_to_schema(rows, self.schema)
+        touched = set()
+        for partition, part in split_by_partition(table_rows, self.schema, self.spec):
+            self.data.write(partition, part)
+            touched.add(partition)
+        return touched
+
+    def _write_deletes(self, rows: pa.RecordBatch) -> set:
+        assert self.delete_schema is not None
+        keys = cast_to_schema(table_batch(rows, self.delete_schema), self.delete_schema)
+        if not self.task.keyed_deletes:
+            self.deletes.write((), keys)
+            return {()}
+        touched = set()
+        for partition, part in split_by_partition(keys, self.delete_schema, self.spec):
+            self.deletes.write(partition, part)
+            touched.add(partition)
+        return touched
+
+    def finish(self) -> tuple[list[DataFile], list[DataFile]]:
+        data = self.data.close()
+        deletes = self.deletes.close() if self.delete_schema is not None else []
+        return data, deletes
+
+    def abort(self) -> None:
+        self.data.abort()
+        if self.delete_schema is not None:
+            self.deletes.abort()
+
+
+def table_batch(rows: pa.RecordBatch, schema: Schema) -> pa.RecordBatch:
+    """The columns of ``schema`` (pruned structs included) from a transport batch, in table types."""
+    arrays, names = [], []
+    for field in schema.fields:
+        arrays.append(from_transport(_prune(rows.column(field.name), field.field_type), field.field_type))
+        names.append(field.name)
+    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _prune(array: pa.Array, t) -> pa.Array:
+    """A struct column cut down to the fields of ``t`` (a projected key schema)."""
+    if not isinstance(t, StructType) or not pa.types.is_struct(array.type):
+        return array
+    names = [array.type.field(i).name for i in range(array.type.num_fields)]
+    if names == [f.name for f in t.fields]:
+        return array
+    children = [_prune(array.field(f.name), f.field_type) for f in t.fields]
+    return pa.StructArray.from_arrays(children, names=[f.name for f in t.fields],
+                                      mask=array.is_null() if array.null_count else None)
+
+
+def write_files(batches: Iterator[pa.RecordBatch], task: WriteTask) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: write every row, then yield one row per file written."""
+    writer = task_writer(task)
+    try:
+        for batch in batches:
+            if batch.num_rows:
+                writer.write(batch)
+        data, deletes = writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+    yield written_batch(data, deletes, writer.deleted_keys)
+
+
+def task_writer(task: WriteTask) -> TaskWriter:
+    """The writer of the current Spark task (its files are named after the task attempt)."""
+    return TaskWriter(task, FileIO.for_location(task.data_location), FileNameFactory(_task_prefix()))
+
+
+def _task_prefix() -> str:
+    """``{partition:05d}-{attempt}`` as Java names task output; 00000-0 outside Spark."""
+    try:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+    except ImportError:
+        context = None
+    if context is None:
+        return "00000-0"
+    return f"{context.partitionId():05d}-{context.taskAttemptId()}"
+
+
+def written_batch(data: Sequence[DataFile], deletes: Sequence[DataFile], deleted_keys: int) -> pa.RecordBatch:
+    files = [(DATA, f) for f in data] + [(EQUALITY_DELETES, f) for f in deletes]
+    kinds = [k for k, _ in files] + [DELETED_KEYS]
+    payloads = [pickle.dumps(f) for _, f in files] + [b""]
+    records = [f.record_count for _, f in files] + [deleted_keys]
+    sizes = [f.file_size_in_bytes for _, f in files] + [0]
+    return pa.RecordBatch.from_arrays(
+        [pa.array(kinds, pa.string()), pa.array(payloads, pa.binary()), pa.array(records, pa.int64()),
+         pa.array(sizes, pa.int64())],
+        schema=WRITTEN_SCHEMA,
+    )
+
+
+class WrittenFiles(NamedTuple):
+    """What the write tasks of one batch produced, gathered on the driver."""
+
+    data_files: list[DataFile]
+    delete_files: list[DataFile]
+    deleted_keys: int
+
+    @property
+    def paths(self) -> list[str]:
+        return [f.file_path for f in (*self.data_files, *self.delete_files)]
+
+    def records_committed(self) -> int:
+        """Data rows plus deleted keys: what the records-committed metric counts."""
+        return self.records(DataFileContent.DATA) + self.deleted_keys
+
+    def records(self, content: DataFileContent) -> int:
+        files = self.data_files if content == DataFileContent.DATA else self.delete_files
+        return sum(f.record_count for f in files)
+
+    def bytes(self, content: DataFileContent) -> int:
+        files = self.data_files if content == DataFileContent.DATA else self.delete_files
+        return sum(f.file_size_in_bytes for f in files)
+
+
+def read_written(rows: pa.Table) -> WrittenFiles:
+    """The files and counts in the write tasks' output (:data:`WRITTEN_SCHEMA` rows; other kinds ignored)."""
+    data: list[DataFile] = []
+    deletes: list[DataFile] = []
+    deleted = 0
+    for kind, payload, records in zip(rows.column("kind").to_pylist(), rows.column("payload").to_pylist(),
+                                      rows.column("records").to_pylist()):
+        if kind == DELETED_KEYS:
+            deleted += records
+        elif kind == DATA:
+            data.append(pickle.loads(payload))
+        elif kind == EQUALITY_DELETES:
+            deletes.append(pickle.loads(payload))
+    return WrittenFiles(data, deletes, deleted)
+
+
+def file_counts(files: WrittenFiles) -> Mapping[str, tuple[int, int]]:
+    """content label -> (files, bytes), for the files-written metrics."""
+    return {
+        DATA: (len(files.data_files), files.bytes(DataFileContent.DATA)),
+        EQUALITY_DELETES: (len(files.delete_files), files.bytes(DataFileContent.EQUALITY_DELETES)),
+    }

@@ -1,0 +1,156 @@
+"""Helpers of the ingest end-to-end tests: change events, the expected table, job specs.
+
+The expected table is computed here in plain Python from what the producer
+delivered, in Kafka order per key: independently of Floe's reduction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import pyarrow as pa
+from confluent_kafka import Producer
+
+from ingest.changes import OpField
+from ingest.decode_batch import DecodeSpec
+from ingest.job import CatalogSpec, IngestJob, SourceSpec, TableSpec, TriggerSpec
+from table.schema import Schema
+from table.types import DoubleType, LongType, NestedField, StringType, TimestamptzType
+
+REPO = Path(__file__).resolve().parents[2]
+
+EVENTS = Schema(
+    NestedField(1, "id", LongType(), required=True),
+    NestedField(2, "name", StringType()),
+    NestedField(3, "amount", DoubleType()),
+    NestedField(4, "event_ts", TimestamptzType()),
+    NestedField(5, "version", LongType()),
+    identifier_field_ids=[1],
+)
+COLUMNS = ["id", "name", "amount", "event_ts", "version"]
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One Kafka record to produce: key, value (None: tombstone)."""
+
+    key: Optional[bytes]
+    value: Optional[bytes]
+
+
+@dataclass(frozen=True)
+class Delivered:
+    partition: int
+    offset: int
+    event: Event
+
+
+def change_events(count: int, keys: int, seed: int = 7) -> list[Event]:
+    """Inserts, updates, deletes (op d) and tombstones over ``keys`` keys, in produce order.
+
+    A key is inserted (``c``) when absent, else updated (``u``), deleted
+    (``d``, the row image carries the key) or tombstoned; deleted keys come
+    back later with a fresh insert.
+    """
+    rng = random.Random(seed)
+    alive: set[int] = set()
+    events = []
+    for i in range(count):
+        key = rng.randrange(keys)
+        roll = rng.random()
+        if key in alive and roll < 0.12:
+            events.append(Event(json.dumps(key).encode(), json.dumps({"op": "d", "id": key}).encode()))
+            alive.discard(key)
+        elif key in alive and roll < 0.17:
+            events.append(Event(json.dumps(key).encode(), None))
+            alive.discard(key)
+        else:
+            op = "u" if key in alive else "c"
+            alive.add(key)
+            events.append(Event(json.dumps(key).encode(), json.dumps(row_value(key, i, op)).encode()))
+    return events
+
+
+def row_value(key: int, version: int, op: str = "c") -> dict[str, Any]:
+    ts = T0 + dt.timedelta(seconds=version * 7 % 864_000)
+    return {"op": op, "id": key, "name": f"n{key}-{version}", "amount": version * 0.25,
+            "event_ts": ts.isoformat(), "version": version}
+
+
+def produce(bootstrap: str, topic: str, events: Iterable[Event],
+            headers: Optional[list[tuple[str, bytes]]] = None) -> list[Delivered]:
+    """Produce in order (idempotent, so per-partition order is produce order); the deliveries."""
+    delivered: list[Delivered] = []
+    errors: list[str] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20,
+                         "batch.num.messages": 10000})
+    for n, event in enumerate(events):
+        def on_delivery(err: Any, msg: Any, event: Event = event) -> None:
+            if err is not None:
+                errors.append(str(err))
+            else:
+                delivered.append(Delivered(msg.partition(), msg.offset(), event))
+
+        while True:
+            try:
+                producer.produce(topic, key=event.key, value=event.value, headers=headers, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.2)
+        if n % 5000 == 0:
+            producer.poll(0)
+    assert producer.flush(120) == 0, "the producer could not deliver every record"
+    assert not errors, errors[:3]
+    return delivered
+
+
+def expected_table(delivered: Iterable[Delivered]) -> dict[int, dict[str, Any]]:
+    """id -> final row, applying every change in Kafka order (per key: its partition's order)."""
+    rows: dict[int, dict[str, Any]] = {}
+    for d in sorted(delivered, key=lambda d: (d.partition, d.offset)):
+        key = json.loads(d.event.key)
+        if d.event.value is None:
+            rows.pop(key, None)
+            continue
+        value = json.loads(d.event.value)
+        if value.get("op") == "d":
+            rows.pop(key, None)
+        else:
+            rows[key] = {c: value[c] for c in COLUMNS}
+    return rows
+
+
+def normalized(table: pa.Table) -> dict[int, dict[str, Any]]:
+    """Rows of a read table as id -> row, timestamps as ISO text (UTC); asserts unique ids."""
+    result: dict[int, dict[str, Any]] = {}
+    for row in table.select(COLUMNS).to_pylist():
+        ts = row["event_ts"]
+        row["event_ts"] = None if ts is None else ts.astimezone(dt.timezone.utc).isoformat()
+        assert row["id"] not in result, f"duplicate id {row['id']}"
+        result[row["id"]] = row
+    return result
+
+
+def upsert_job(bootstrap: str, topic: str, tmp: Path, *, identifier: str = "db.events",
+               max_offsets: int = 50_000, partition: tuple = (("bucket[4]", "id"),),
+               available_now: bool = True, processing_time: float = 60.0, **source: Any) -> IngestJob:
+    decode = DecodeSpec(EVENTS, mode="upsert", op_field=OpField("op"))
+    return IngestJob(
+        source=SourceSpec(bootstrap, topics=(topic,), max_offsets_per_trigger=max_offsets, **source),
+        table=TableSpec(identifier, decode, partition=partition),
+        catalog=CatalogSpec(f"sqlite:///{tmp / 'catalog.db'}", str(tmp / "warehouse")),
+        checkpoint_location=str(tmp / "checkpoint"),
+        trigger=TriggerSpec(processing_time, available_now),
+        lag_interval_seconds=5.0,
+    )
+
+
+def ingest_command(job_file: Path) -> list[str]:
+    return [sys.executable, "-m", "ingest", "--job", str(job_file)]

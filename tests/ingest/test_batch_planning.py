@@ -1,0 +1,248 @@
+"""The pure parts of ingest: batch stats, offsets math, summaries, lag, start offsets, the job spec."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from commit.exactly_once import batch_summary
+from ingest.changes import OpField
+from ingest.decode_batch import DecodeSpec
+from ingest.job import (
+    CatalogSpec,
+    IngestJob,
+    JobSpecError,
+    SortTerm,
+    SourceSpec,
+    TableSpec,
+    TriggerSpec,
+    job_from_json,
+    job_to_json,
+)
+from ingest.planning import (
+    MAX_TIMESTAMPS,
+    batch_stats,
+    committed_timestamps,
+    consumer_lag,
+    decode_timestamps,
+    encode_timestamps,
+    replayed_records,
+    starting_offsets,
+)
+from ingest.table_setup import job_schema, needs_global_deletes
+from ingest.writer import keys_determine_partition
+from table.metadata import Snapshot, new_table_metadata
+from table.partitioning import UNPARTITIONED_SPEC, build_partition_spec
+from table.schema import Schema
+from table.sort_order import UNSORTED_SORT_ORDER
+from table.types import LongType, NestedField, StringType, TimestamptzType
+
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=True),
+    NestedField(2, "region", StringType(), required=True),
+    NestedField(3, "ts", TimestamptzType()),
+    identifier_field_ids=[1, 2],
+)
+
+
+def stat(topic, partition, error, first, last, records, max_ts=None):
+    return dict(topic=topic, partition=partition, error_class=error, first_offset=first, last_offset=last,
+                records=records, max_ts=max_ts)
+
+
+# ---------------------------------------------------------------------------
+# Batch stats
+# ---------------------------------------------------------------------------
+
+
+def test_batch_stats_fold_rows_and_dead_letters_per_partition():
+    stats = batch_stats([
+        stat("a", 0, None, 10, 19, 9, 500),
+        stat("a", 0, "DecodeError", 12, 12, 1, None),
+        stat("a", 1, "FieldError", 3, 4, 2, None),
+        stat("b", 0, None, 0, 0, 1, 900),
+        stat("a", 1, None, 0, 2, 3, 100),
+    ])
+    assert stats.offsets == {"a": {0: (10, 20), 1: (0, 5)}, "b": {0: (0, 1)}}
+    assert stats.max_timestamps == {"a": {0: 500, 1: 100}, "b": {0: 900}}
+    assert (stats.records, stats.rows, stats.bad_records) == (16, 13, 3)
+    assert stats.dead_letters == {"DecodeError": 1, "FieldError": 2}
+    assert not stats.empty
+
+
+def test_an_empty_aggregate_is_an_empty_batch():
+    stats = batch_stats([])
+    assert stats.empty and stats.offsets == {} and stats.bad_records == 0
+
+
+def test_replayed_records_sum_the_offset_ranges():
+    assert replayed_records({"a": {0: (10, 20), 1: (5, 5)}, "b": {3: (0, 7)}}) == 17
+
+
+# ---------------------------------------------------------------------------
+# Newest timestamps in summaries
+# ---------------------------------------------------------------------------
+
+
+def test_timestamps_round_trip_compactly():
+    text = encode_timestamps({"b": {1: 5}, "a": {10: 7, 2: 9}})
+    assert text == '{"a":{"2":9,"10":7},"b":{"1":5}}'
+    assert decode_timestamps(text) == {"a": {2: 9, 10: 7}, "b": {1: 5}}
+
+
+def _history(*summaries):
+    metadata = new_table_metadata(SCHEMA, UNPARTITIONED_SPEC, UNSORTED_SORT_ORDER, "/tmp/t")
+    parent = None
+    for i, summary in enumerate(summaries, start=1):
+        snapshot = Snapshot(i, parent, i, 1000 + i, f"/tmp/t/m{i}.avro", {"operation": "append", **summary})
+        metadata = metadata.add_snapshot(snapshot).set_branch("main", i)
+        parent = i
+    return metadata
+
+
+def test_committed_timestamps_take_each_partitions_newest_batch():
+    metadata = _history(
+        {**batch_summary("w", 0, {"t": {0: (0, 5), 1: (0, 3)}}), MAX_TIMESTAMPS: encode_timestamps({"t": {0: 10, 1: 11}})},
+        {"note": "a compaction: no writer"},
+        {**batch_summary("w", 1, {"t": {0: (5, 9)}}), MAX_TIMESTAMPS: encode_timestamps({"t": {0: 20}})},
+    )
+    assert committed_timestamps(metadata) == {"t": {0: 20, 1: 11}}
+
+
+# ---------------------------------------------------------------------------
+# Lag and start offsets
+# ---------------------------------------------------------------------------
+
+
+def test_lag_is_high_watermark_minus_the_tables_position():
+    marks = {"t": {0: (0, 100), 1: (40, 50), 2: (0, 10)}, "u": {0: (5, 5)}}
+    committed = {"t": {0: 90, 2: 12}}
+    # partition 1 was never committed: everything retained is lag; 2 is ahead (compacted topic): zero
+    assert consumer_lag(marks, committed) == {"t": {0: 10, 1: 10, 2: 0}, "u": {0: 0}}
+
+
+def test_start_offsets_resume_from_the_table_and_name_every_partition():
+    committed = {"t": {0: 42, 2: 7}}
+    resumed = starting_offsets("earliest", committed, {"t": [0, 1, 2]})
+    assert json.loads(resumed) == {"t": {"0": 42, "1": -2, "2": 7}}
+    assert json.loads(starting_offsets("latest", committed, {"t": [0, 1]})) == {"t": {"0": 42, "1": -1}}
+    specific = json.dumps({"t": {"1": 5}})
+    assert json.loads(starting_offsets(specific, committed, {"t": [0, 1]})) == {"t": {"0": 42, "1": 5}}
+
+
+def test_start_offsets_are_the_configured_ones_when_the_table_has_none():
+    assert starting_offsets("earliest", {}, {"t": [0]}) is None
+    assert starting_offsets("earliest", {"other": {0: 1}}, {"t": [0]}) is None
+
+
+# ---------------------------------------------------------------------------
+# Where equality deletes go
+# ---------------------------------------------------------------------------
+
+
+def test_deletes_are_partitioned_only_when_the_key_determines_the_partition():
+    by_region = build_partition_spec(SCHEMA, [("identity", "region"), ("bucket[8]", "id")])
+    by_day = build_partition_spec(SCHEMA, [("day", "ts")])
+    assert keys_determine_partition(by_region, [1, 2])
+    assert not keys_determine_partition(by_day, [1, 2])
+    assert keys_determine_partition(UNPARTITIONED_SPEC, [1])
+    assert not keys_determine_partition(by_region, [])
+
+
+def _table(partition=(), mode="upsert", **kwargs):
+    op = OpField() if mode == "upsert" else None
+    return TableSpec("db.t", DecodeSpec(SCHEMA, mode=mode, op_field=op), partition=partition, **kwargs)
+
+
+def test_a_global_delete_spec_is_needed_for_upserts_partitioned_off_the_key():
+    day = _table((("day", "ts"),))
+    metadata = new_table_metadata(SCHEMA, day.partition_spec(), UNSORTED_SORT_ORDER, "/tmp/t")
+    assert needs_global_deletes(metadata, day)
+    assert not needs_global_deletes(metadata, _table((("day", "ts"),), mode="append"))
+    keyed = _table((("bucket[4]", "id"),))
+    metadata = new_table_metadata(SCHEMA, keyed.partition_spec(), UNSORTED_SORT_ORDER, "/tmp/t")
+    assert not needs_global_deletes(metadata, keyed)
+
+
+def test_explicit_key_fields_become_identifier_fields():
+    plain = Schema(*SCHEMA.fields)
+    table = TableSpec("db.t", DecodeSpec(plain, mode="upsert", key_fields=("id",)))
+    assert list(job_schema(table).identifier_field_ids) == [1]
+
+
+# ---------------------------------------------------------------------------
+# The job spec
+# ---------------------------------------------------------------------------
+
+
+def _job(**source):
+    return IngestJob(
+        source=SourceSpec("k:9092", topics=("t",), **source),
+        table=_table((("bucket[4]", "id"),), sort_order=(SortTerm("ts", direction="desc"),),
+                     properties={"write.target-file-size-bytes": 1024}, bad_records="dead-letter",
+                     dead_letter_topic="t-dlq"),
+        catalog=CatalogSpec("sqlite:////tmp/c.db", "/tmp/w"),
+        checkpoint_location="/tmp/cp",
+        trigger=TriggerSpec(5.0),
+    )
+
+
+def test_job_spec_round_trips_through_json():
+    job = _job(max_offsets_per_trigger=100, starting_offsets={"t": {0: 5}},
+               kafka_properties={"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"})
+    text = json.dumps(job_to_json(job))
+    assert job_from_json(json.loads(text)) == job
+
+
+def test_spark_options_pass_client_properties_as_kafka_options():
+    job = _job(max_offsets_per_trigger=100, min_offsets_per_trigger=10, max_trigger_delay="5m",
+               kafka_properties={"security.protocol": "SASL_SSL", "sasl.jaas.config": "secret"})
+    options = job.source.spark_options()
+    assert options["kafka.security.protocol"] == "SASL_SSL"
+    assert options["kafka.sasl.jaas.config"] == "secret"
+    assert options["kafka.bootstrap.servers"] == "k:9092"
+    assert options["subscribe"] == "t"
+    assert options["includeHeaders"] == "true"
+    assert (options["maxOffsetsPerTrigger"], options["minOffsetsPerTrigger"], options["maxTriggerDelay"]) == ("100", "10", "5m")
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"topics": ()}, "source.topics"),
+        ({"topic_pattern": "t.*"}, "source.topics"),
+        ({"max_offsets_per_trigger": 5, "min_offsets_per_trigger": 10}, "source.min_offsets_per_trigger"),
+        ({"kafka_properties": {"group.id": "x"}}, "source.kafka_properties"),
+        ({"max_trigger_delay": "soon"}, "source.max_trigger_delay"),
+    ],
+)
+def test_bad_sources_are_refused_naming_the_field(changes, field):
+    with pytest.raises(JobSpecError) as raised:
+        SourceSpec("k:9092", **{"topics": ("t",), **changes})
+    assert raised.value.field == field
+
+
+def test_bad_tables_are_refused():
+    with pytest.raises(JobSpecError, match="dead_letter_topic"):
+        _table(bad_records="dead-letter")
+    with pytest.raises(JobSpecError, match="partition"):
+        _table((("bucket[4]", "nope"),))
+    with pytest.raises(JobSpecError, match="also a source topic"):
+        IngestJob(SourceSpec("k:9092", topics=("t",)), _table(bad_records="dead-letter", dead_letter_topic="t"),
+                  CatalogSpec("sqlite:////tmp/c.db", "/tmp/w"), "/tmp/cp")
+
+
+def test_only_appends_that_need_no_clustering_or_sorting_take_the_direct_path():
+    from ingest.batch import direct_path
+    from table.sort_order import SortField, SortOrder
+
+    plain = new_table_metadata(SCHEMA, UNPARTITIONED_SPEC, UNSORTED_SORT_ORDER, "/tmp/t")
+    by_day = new_table_metadata(SCHEMA, build_partition_spec(SCHEMA, [("day", "ts")]), UNSORTED_SORT_ORDER, "/tmp/t")
+    sorted_ = new_table_metadata(SCHEMA, UNPARTITIONED_SPEC, SortOrder(1, (SortField(1),)), "/tmp/t")
+    fanout = new_table_metadata(SCHEMA, build_partition_spec(SCHEMA, [("day", "ts")]), UNSORTED_SORT_ORDER, "/tmp/t",
+                                {"write.distribution-mode": "none"})
+    assert direct_path(plain, "append") and direct_path(fanout, "append")
+    assert not direct_path(plain, "upsert")
+    assert not direct_path(by_day, "append"), "partitioned tables default to hash distribution"
+    assert not direct_path(sorted_, "append")

@@ -1,0 +1,58 @@
+"""`floe demo` in a short mode: its printed summary matches the table it leaves behind.
+
+The table is read back twice, independently of the demo's own code: with the
+`floe table` command the demo tells the user to run, and with TableScan.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from commit.catalog import Catalog
+from table.io import FileIO
+from table.scan import TableScan
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+FLOE = [sys.executable, "-m", "service.cli"]
+
+
+def summary_value(output: str, label: str) -> str:
+    match = re.search(rf"^  {re.escape(label)}:\s+(.+)$", output, re.M)
+    assert match, f"no {label!r} line in the summary:\n{output}"
+    return match[1]
+
+
+def test_demo_summary_matches_the_table(tmp_path):
+    work = tmp_path / "demo"
+    result = subprocess.run([*FLOE, "demo", "--work-dir", str(work), "--duration", "15", "--rate", "100"],
+                            capture_output=True, text=True, timeout=420)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    out = result.stdout
+
+    produced = int(summary_value(out, "events produced"))
+    rows = int(summary_value(out, "rows in shop.orders"))
+    before, after = map(int, re.fullmatch(r"(\d+) before compaction, (\d+) after",
+                                          summary_value(out, "snapshots")).groups())
+    assert produced >= 1_000 and int(summary_value(out, "records landed")) == produced
+    assert summary_value(out, "consumer lag") == "0 records"
+    assert summary_value(out, "compaction").startswith("success")
+
+    uri, warehouse = f"sqlite:///{work / 'catalog.db'}", str(work / "warehouse")
+    with Catalog(uri, warehouse) as catalog:
+        loaded = catalog.load_table("shop.orders")
+    table = TableScan(FileIO.for_location(loaded.metadata_location), loaded.metadata).to_arrow()
+    assert table.num_rows == rows > 0
+    assert len(loaded.metadata.snapshots) == after and after >= before >= 1
+    assert len(set(table.column("order_id").to_pylist())) == rows, "one row per order"
+    assert set(table.column("status").to_pylist()) <= {"placed", "paid", "shipped", "delivered"}
+
+    scan_command = re.search(r"^  (floe table --catalog-uri .+ scan shop\.orders)$", out, re.M)
+    assert scan_command, "the demo tells how to scan the table"
+    scanned = subprocess.run([*FLOE, *scan_command[1].split()[1:], "--limit", "1000000"],
+                             capture_output=True, text=True, timeout=120)
+    assert scanned.returncode == 0, scanned.stderr[-2000:]
+    assert len(scanned.stdout.splitlines()) == rows
