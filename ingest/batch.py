@@ -1,25 +1,23 @@
 """Per-micro-batch orchestration on the driver: one Kafka batch -> at most one Iceberg commit.
 
 :class:`BatchProcessor` is the ``foreachBatch`` function. The driver plans and
-commits; every record-level step is a Spark job on executors, and what comes
-back to the driver is a small aggregate per partition and the written files'
-metadata, never rows:
+commits; every record-level step runs on executors, and what comes back to
+the driver is the written files' metadata and the decode tasks' aggregates
+(per partition: offsets, newest timestamp, counts), never rows or keys:
 
 1. Skip a replay before reading Kafka: the table's history says whether this
    writer (the streaming query id) already committed this batch id.
-2. Decode (:func:`ingest.frame.decode_frame`) into one persisted frame of rows
-   and dead letters; one aggregate gives offsets, newest timestamps and counts.
-3. Bad records: policy ``fail`` raises :class:`BadRecordError` with the first;
-   ``dead-letter`` produces them from executors, before the commit.
-4. Upsert mode reduces each key to its last change (:mod:`ingest.reduce`).
-5. Write tasks (:mod:`ingest.writer`) over rows repartitioned by table
-   partition and sorted by it and the table's sort order.
-6. One commit through :func:`commit.coordinator.commit_batch`, which records
+2. One Spark job writes the batch: decode (:func:`ingest.frame.decode_frame`;
+   policy ``fail`` raises at the first bad record), then in upsert mode
+   reduce each key to its last change (:mod:`ingest.reduce`), repartition by
+   table partition, sort by it and the table's sort order, and write
+   (:mod:`ingest.writer`). The write tasks return the files and pass on the
+   decode tasks' aggregates. An append that needs no clustering or sorting
+   decodes and writes in one pass instead (:mod:`ingest.direct`).
+3. Only if the batch had bad records (policy ``dead-letter``): a second pass
+   produces them to the dead-letter topic, before the commit.
+4. One commit through :func:`commit.coordinator.commit_batch`, which records
    writer id, batch id and offsets (exactly once; a lost race retries).
-
-An append into a table that wants its rows neither clustered nor sorted
-takes the direct path instead (:mod:`ingest.direct`): steps 2, 3 and 5 in a
-single pass over the Kafka rows, no cache, no shuffle.
 
 A failure anywhere raises: Spark does not mark the batch done, so it is
 replayed after a restart. Files written by a batch that did not commit are
@@ -41,23 +39,10 @@ from commit.coordinator import BatchCommitResult, commit_batch
 from commit.errors import CommitStateUnknown
 from commit.exactly_once import BatchStatus, branch_history, check_batch
 from ingest.arrow_udf import map_in_arrow
-from ingest.decode_batch import KAFKA_TIMESTAMP_COLUMN, OFFSET_COLUMN, PARTITION_COLUMN
-from ingest.dead_letter_writer import SENT_DDL, BadRecordError, DeadLetterTarget, decode_and_send, send_dead_letters
-from ingest.direct import DirectTask, decode_and_write, read_stats
-from ingest.frame import (
-    DEAD_LETTER_COLUMNS,
-    DL_HEADERS,
-    DL_KEY,
-    DL_VALUE,
-    ERROR_CLASS,
-    ERROR_FIELD,
-    ERROR_MESSAGE,
-    PKEY_COLUMN,
-    TOPIC_COLUMN,
-    FrameSpec,
-    decode_frame,
-    frame_spark_schema,
-)
+from ingest.dead_letter_writer import SENT_DDL, DeadLetterTarget, decode_and_send
+from ingest.dead_letters import DeadLetterDeliveryError
+from ingest.direct import DirectTask, decode_and_write
+from ingest.frame import PKEY_COLUMN, FrameSpec, decode_frame, frame_spark_schema, reads_headers
 from ingest.job import IngestJob, TableSpec
 from ingest.metrics import IngestMetrics
 from ingest.planning import MAX_TIMESTAMPS, BatchStats, batch_stats, encode_timestamps, replayed_records
@@ -68,6 +53,7 @@ from ingest.writer import (
     WrittenFiles,
     file_counts,
     keys_determine_partition,
+    read_stats,
     read_written,
     write_files,
 )
@@ -79,6 +65,10 @@ log = logging.getLogger("floe.ingest")
 
 WRITER_ID_TIMEOUT_S = 120.0
 DISTRIBUTION_MODE = "write.distribution-mode"
+
+
+class WriterIdUnbound(RuntimeError):
+    """A batch started but the query id it must be committed under never arrived."""
 
 
 @dataclass(frozen=True)
@@ -124,7 +114,7 @@ class BatchProcessor:
     @property
     def writer_id(self) -> str:
         if not self._bound.wait(WRITER_ID_TIMEOUT_S):
-            raise RuntimeError("the streaming query id (writer id) was never bound")
+            raise WriterIdUnbound(f"the streaming query id (writer id) was not bound within {WRITER_ID_TIMEOUT_S}s")
         assert self._writer_id is not None
         return self._writer_id
 
@@ -151,68 +141,68 @@ class BatchProcessor:
             return BatchOutcome(batch_id, "skipped", records=records,
                                 snapshot_id=check.committed.snapshot.snapshot_id,
                                 duration_s=time.monotonic() - started)
-        if direct_path(metadata, self._table.mode):
-            return self._land_direct(df, batch_id, metadata, started)
-        frame = self._decode(df, metadata)
-        try:
-            outcome = self._land(df, frame, batch_id, metadata, started)
-        except BaseException as error:
-            _unpersist(frame, error)
-            raise
-        _unpersist(frame)
-        return outcome
-
-    # -- steps -------------------------------------------------------------------
-
-    def _decode(self, df: Any, metadata: TableMetadata) -> Any:
-        from pyspark import StorageLevel
-
-        spec = metadata.spec()
-        frame_spec = FrameSpec(
-            self._table.decode,
-            json.dumps(spec.to_json()) if spec.fields else "",
-            keys_determine_partition(spec, self._equality_ids(metadata)),
-        )
-        schema = self._table.decode.table_schema()
-        frame = map_in_arrow(self._source(df), partial(decode_frame, frame=frame_spec), frame_spark_schema(schema))
-        return frame.persist(StorageLevel.MEMORY_AND_DISK)
-
-    def _source(self, df: Any) -> Any:
-        """The Kafka rows the decoder needs: without headers unless a column reads one (they are slow)."""
-        return df if FrameSpec(self._table.decode).headers else df.drop("headers")
-
-    def _land(self, df: Any, frame: Any, batch_id: int, metadata: TableMetadata, started: float) -> BatchOutcome:
-        stats = aggregate_stats(frame)
+        written, stats = self._write(df, metadata)
         if stats.empty:
-            return self._empty(batch_id, started)
-        if stats.bad_records:
-            self._bad_records(df, frame, stats)
-        written = self._write(frame, metadata) if stats.rows else WrittenFiles([], [], 0)
-        return self._finish(batch_id, stats, written, metadata, started)
-
-    def _land_direct(self, df: Any, batch_id: int, metadata: TableMetadata, started: float) -> BatchOutcome:
-        """Append without a shuffle (:mod:`ingest.direct`): decode and write in one pass."""
-        from pyspark.sql import functions as F
-
-        task = DirectTask(self._table.decode, WriteTask.for_table(metadata, (), clustered=False, sorted_by_order=False),
-                          self._table.identifier, self._table.bad_records == "fail")
-        out = map_in_arrow(self._source(df), partial(decode_and_write, task=task), WRITTEN_DDL).toArrow()
-        written, stats = read_written(out), batch_stats(read_stats(out))
-        if stats.empty:
-            return self._empty(batch_id, started)
+            self._metrics.batch_empty(ident)
+            return BatchOutcome(batch_id, "empty", duration_s=time.monotonic() - started)
         if stats.bad_records:
             try:
-                target = self._dead_letter_target()
-                counts = map_in_arrow(df, partial(decode_and_send, decode=self._table.decode, target=target), SENT_DDL)
-                _check_sent(counts.agg(F.sum("sent").alias("sent")).collect()[0]["sent"], stats)
+                self._dead_letters(df, stats)
             except BaseException as error:
                 _delete_files(metadata, written.paths, error)
                 raise
         return self._finish(batch_id, stats, written, metadata, started)
 
-    def _empty(self, batch_id: int, started: float) -> BatchOutcome:
-        self._metrics.batch_empty(self._table.identifier)
-        return BatchOutcome(batch_id, "empty", duration_s=time.monotonic() - started)
+    # -- steps -------------------------------------------------------------------
+
+    def _write(self, df: Any, metadata: TableMetadata) -> tuple[WrittenFiles, BatchStats]:
+        """The one Spark job of the batch: its files and its aggregate."""
+        source = df if reads_headers(self._table.decode) else df.drop("headers")  # headers are slow to ship
+        fail = self._table.bad_records == "fail"
+        if direct_path(metadata, self._table.mode):
+            write = WriteTask.for_table(metadata, (), clustered=False, sorted_by_order=False)
+            task = DirectTask(self._table.decode, write, self._table.identifier, fail)
+            out = map_in_arrow(source, partial(decode_and_write, task=task), WRITTEN_DDL).toArrow()
+        else:
+            out = self._shuffled(source, metadata, fail)
+        return read_written(out), batch_stats(read_stats(out))
+
+    def _shuffled(self, source: Any, metadata: TableMetadata, fail: bool) -> Any:
+        from pyspark.sql import functions as F
+
+        spec = metadata.spec()
+        equality_ids = self._equality_ids(metadata)
+        frame_spec = FrameSpec(self._table.decode, json.dumps(spec.to_json()) if spec.fields else "",
+                               keys_determine_partition(spec, equality_ids), fail, self._table.identifier)
+        schema = self._table.decode.table_schema()
+        rows = map_in_arrow(source, partial(decode_frame, frame=frame_spec), frame_spark_schema(schema))
+        clustered = False
+        if self._table.mode == "upsert":
+            if spec.fields and frame_spec.keyed_deletes:  # one exchange serves the reduction and the writer
+                rows = reduce_to_latest(rows.repartition(F.col(PKEY_COLUMN)), self._table.key_fields(), [PKEY_COLUMN])
+                clustered = True
+            else:
+                rows = reduce_to_latest(rows, self._table.key_fields())
+        if spec.fields and not clustered:
+            rows = rows.repartition(F.col(PKEY_COLUMN))
+        order, sortable = sort_columns(metadata)
+        keys = ([F.col(PKEY_COLUMN)] if spec.fields else []) + order
+        if keys:
+            rows = rows.sortWithinPartitions(*keys)  # Spark drops it when the window already sorted so
+        task = WriteTask.for_table(metadata, equality_ids, clustered=bool(spec.fields),
+                                   sorted_by_order=sortable and bool(order))
+        return map_in_arrow(rows, partial(write_files, task=task), WRITTEN_DDL).toArrow()
+
+    def _dead_letters(self, df: Any, stats: BatchStats) -> None:
+        """Produce the batch's bad records (decoded again, with their headers) to the dead-letter topic."""
+        from pyspark.sql import functions as F
+
+        assert self._table.dead_letter_topic is not None  # the fail policy raised in the decode tasks
+        target = DeadLetterTarget(self._table.dead_letter_topic, tuple(self._job.source.librdkafka_config().items()))
+        counts = map_in_arrow(df, partial(decode_and_send, decode=self._table.decode, target=target), SENT_DDL)
+        sent = counts.agg(F.sum("sent").alias("sent")).collect()[0]["sent"] or 0
+        if sent != stats.bad_records:
+            raise DeadLetterDeliveryError(f"{sent} dead letters acknowledged by Kafka, {stats.bad_records} expected")
 
     def _finish(self, batch_id: int, stats: BatchStats, written: WrittenFiles, metadata: TableMetadata,
                 started: float) -> BatchOutcome:
@@ -237,44 +227,6 @@ class BatchProcessor:
                             len(written.data_files), len(written.delete_files), result.attempts,
                             result.snapshot.snapshot_id, duration)
 
-    def _dead_letter_target(self) -> DeadLetterTarget:
-        assert self._table.dead_letter_topic is not None
-        return DeadLetterTarget(self._table.dead_letter_topic, tuple(self._job.source.librdkafka_config().items()))
-
-    def _bad_records(self, df: Any, frame: Any, stats: BatchStats) -> None:
-        from pyspark.sql import functions as F
-
-        letters = frame.where(F.col(ERROR_CLASS).isNotNull())
-        if self._table.bad_records == "fail":
-            raise first_bad_record(letters, self._table.identifier, stats.bad_records)
-        target = self._dead_letter_target()
-        payload = letters.select(
-            F.col(DL_KEY).alias("key"), F.col(DL_VALUE).alias("value"), F.col(DL_HEADERS).alias("floe_headers"),
-            TOPIC_COLUMN, PARTITION_COLUMN, OFFSET_COLUMN,
-        )
-        if "headers" in df.columns and not FrameSpec(self._table.decode).headers:
-            payload = with_original_headers(payload, df)
-        counts = map_in_arrow(payload, partial(send_dead_letters, target=target), SENT_DDL)
-        _check_sent(counts.agg(F.sum("sent").alias("sent")).collect()[0]["sent"], stats)
-
-    def _write(self, frame: Any, metadata: TableMetadata) -> WrittenFiles:
-        from pyspark.sql import functions as F
-
-        rows = frame.where(F.col(ERROR_CLASS).isNull()).drop(*DEAD_LETTER_COLUMNS)
-        if self._table.mode == "upsert":
-            rows = reduce_to_latest(rows, self._table.key_fields())
-        partitioned = bool(metadata.spec().fields)
-        order, sortable = sort_columns(metadata)
-        if partitioned:
-            rows = rows.repartition(F.col(PKEY_COLUMN))
-        keys = ([F.col(PKEY_COLUMN)] if partitioned else []) + order
-        if keys:
-            rows = rows.sortWithinPartitions(*keys)
-        task = WriteTask.for_table(metadata, self._equality_ids(metadata), clustered=partitioned,
-                                   sorted_by_order=sortable and bool(order))
-        written = map_in_arrow(rows, partial(write_files, task=task), WRITTEN_DDL).toArrow()
-        return read_written(written)
-
     def _commit(self, batch_id: int, stats: BatchStats, written: WrittenFiles,
                 metadata: TableMetadata) -> BatchCommitResult:
         try:
@@ -298,39 +250,8 @@ class BatchProcessor:
 
 
 # ---------------------------------------------------------------------------
-# Spark helpers (each one small aggregate or plan fragment)
+# Planning helpers
 # ---------------------------------------------------------------------------
-
-
-def aggregate_stats(frame: Any) -> BatchStats:
-    """One aggregate over the frame: per topic, partition and error class."""
-    from pyspark.sql import functions as F
-
-    grouped = frame.groupBy(
-        F.col(TOPIC_COLUMN).alias("topic"),
-        F.col(PARTITION_COLUMN).alias("partition"),
-        F.col(ERROR_CLASS).alias("error_class"),
-    ).agg(
-        F.min(OFFSET_COLUMN).alias("first_offset"),
-        F.max(OFFSET_COLUMN).alias("last_offset"),
-        F.count(F.lit(1)).alias("records"),
-        F.max(F.unix_micros(F.col(KAFKA_TIMESTAMP_COLUMN))).alias("max_ts"),
-    )
-    return batch_stats(row.asDict() for row in grouped.collect())
-
-
-def first_bad_record(letters: Any, table: str, count: int) -> BadRecordError:
-    """The first dead letter in Kafka order, as the ``fail`` policy's error."""
-    from pyspark.sql import functions as F
-
-    first = letters.orderBy(TOPIC_COLUMN, PARTITION_COLUMN, OFFSET_COLUMN).select(
-        TOPIC_COLUMN, PARTITION_COLUMN, OFFSET_COLUMN,
-        F.col(ERROR_CLASS).alias("error_class"),
-        F.col(ERROR_MESSAGE).alias("error_message"),
-        F.col(ERROR_FIELD).alias("error_field"),
-    ).limit(1).collect()[0]
-    return BadRecordError(table, first[TOPIC_COLUMN], first[PARTITION_COLUMN], first[OFFSET_COLUMN],
-                          first["error_class"], first["error_message"], first["error_field"], count)
 
 
 def direct_path(metadata: TableMetadata, mode: str) -> bool:
@@ -338,30 +259,6 @@ def direct_path(metadata: TableMetadata, mode: str) -> bool:
     spec, props = metadata.spec(), metadata.properties
     distribution = props.get(DISTRIBUTION_MODE, "hash" if spec.fields else "none")
     return mode == "append" and metadata.sort_order().is_unsorted and distribution == "none"
-
-
-def _check_sent(sent: Optional[int], stats: BatchStats) -> None:
-    if (sent or 0) != stats.bad_records:
-        raise RuntimeError(f"{sent or 0} dead letters acknowledged by Kafka, {stats.bad_records} expected")
-
-
-def with_original_headers(letters: Any, kafka: Any) -> Any:
-    """Dead letters with their records' Kafka headers as ``original``, joined by position.
-
-    Only batches with bad records pay this second read of the batch's Kafka range.
-    """
-    from pyspark.sql import functions as F
-
-    positions = kafka.select(
-        F.col("topic").alias("_k_topic"), F.col("partition").alias("_k_partition"),
-        F.col("offset").alias("_k_offset"), F.col("headers").alias("original"),
-    )
-    condition = [
-        F.col(TOPIC_COLUMN) == F.col("_k_topic"),
-        F.col(PARTITION_COLUMN) == F.col("_k_partition"),
-        F.col(OFFSET_COLUMN) == F.col("_k_offset"),
-    ]
-    return letters.join(positions, condition, "left").drop("_k_topic", "_k_partition", "_k_offset")
 
 
 def sort_columns(metadata: TableMetadata) -> tuple[list[Any], bool]:
@@ -389,16 +286,6 @@ def sort_columns(metadata: TableMetadata) -> tuple[list[Any], bool]:
     return columns, True
 
 
-def _unpersist(frame: Any, error: Optional[BaseException] = None) -> None:
-    """Drop the batch's cached frame; a failure to do so is noted on ``error`` or raised."""
-    try:
-        frame.unpersist()
-    except Exception as cleanup:
-        if error is None:
-            raise
-        error.add_note(f"and unpersisting the batch's frame failed: {cleanup!r}")
-
-
 def _delete_files(metadata: TableMetadata, paths: list[str], error: Optional[BaseException] = None) -> None:
     """Delete a batch's uncommitted files; a failure to do so is noted on ``error`` or raised."""
     if not paths:
@@ -409,4 +296,3 @@ def _delete_files(metadata: TableMetadata, paths: list[str], error: Optional[Bas
         if error is None:
             raise
         error.add_note(f"and deleting the batch's {len(paths)} uncommitted files failed: {cleanup!r}")
-

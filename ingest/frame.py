@@ -1,35 +1,41 @@
-"""The decoded frame: one Spark schema for a micro-batch's rows and dead letters.
+"""The decoded frame: what the decode tasks of a micro-batch hand to Spark.
 
 ``decode_frame`` runs on executors inside ``mapInArrow`` over the Kafka
 source's rows. It calls :func:`ingest.decode_batch.decode_batch` (per topic,
-because decoded rows do not name their topic) and emits both outcomes in one
-schema, so the driver can persist a single frame and read Kafka once:
+because decoded rows do not name their topic) and emits:
 
-* the table's columns, in *transport* types (below);
-* Floe's internal columns (``_floe_op``, ``_floe_partition``, ``_floe_offset``,
-  ``_floe_kafka_ts``) plus ``_floe_topic`` and ``_floe_pkey``, the row's
-  table partition as bytes, by which the writer's input is repartitioned
-  (a bucket or day is a table partition; hashing the source column would
-  spread one partition over every task);
-* the dead letter, in flat columns that are null for a row: original key and
-  value, its headers (pickled: Spark's Arrow bridge is slow on nested types,
-  so no column here is a list of structs) and the error's class, message and
-  field.
+* each row: the table's columns in *transport* types (below), Floe's internal
+  columns (``_floe_op``, ``_floe_partition``, ``_floe_offset``,
+  ``_floe_kafka_ts``), ``_floe_topic`` and ``_floe_pkey``, the row's table
+  partition as bytes, by which the writer's input is repartitioned (a bucket
+  or a day is one table partition; hashing the source column would spread it
+  over every task);
+* at the end of the task, one *stats row*: every other column null and
+  ``_floe_stats`` holding the task's aggregate (:class:`TaskStats`: per topic,
+  partition and error class, the offsets seen, the newest Kafka timestamp,
+  the counts). Stats rows travel with the rows through the shuffle (unique
+  ``_floe_stats`` values keep them apart in the reduction) and the write tasks
+  return them, so one Spark job per batch yields both the files and the
+  offsets to commit: nothing is cached, nothing is read twice.
 
-The Kafka ``headers`` column is costly for the same reason, so it reaches the
-decoder only when a metadata column reads a header (``FrameSpec.headers``);
-otherwise a dead letter's original headers are joined back when it is sent.
+Bad records are not rows of the frame: policy ``fail`` raises
+:class:`~ingest.dead_letter_writer.BadRecordError` in the task at the first
+one; otherwise they are only counted, and produced by a second pass
+(:func:`~ingest.dead_letter_writer.decode_and_send`) that runs only for a batch
+that has some. The Kafka ``headers`` column reaches the decoder only when a
+metadata column reads a header (``FrameSpec.headers``): Spark's Arrow bridge
+is slow on lists of structs, and no frame column is one.
 
 Transport types: Spark's Arrow bridge has no fixed-size binary, uuid or
 time, so those travel as ``binary``, ``binary`` and ``int64`` microseconds
 (:func:`to_transport`); :func:`from_transport` restores the table's types on
-the writer side. Every transport field is nullable: a dead letter has no row.
+the writer side. Every transport field is nullable: a stats row has no row.
 """
 
 from __future__ import annotations
 
 import json
-import pickle
+import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Optional
 
@@ -37,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.changes import Op
+from ingest.dead_letter_writer import BadRecordError
 from ingest.decode_batch import (
     KAFKA_TIMESTAMP_COLUMN,
     OFFSET_COLUMN,
@@ -63,13 +70,7 @@ from table.types import (
 
 TOPIC_COLUMN = "_floe_topic"
 PKEY_COLUMN = "_floe_pkey"
-DL_KEY = "_floe_dl_key"
-DL_VALUE = "_floe_dl_value"
-DL_HEADERS = "_floe_dl_headers"
-ERROR_CLASS = "_floe_error_class"
-ERROR_MESSAGE = "_floe_error_message"
-ERROR_FIELD = "_floe_error_field"
-DEAD_LETTER_COLUMNS = (DL_KEY, DL_VALUE, DL_HEADERS, ERROR_CLASS, ERROR_MESSAGE, ERROR_FIELD)
+STATS_COLUMN = "_floe_stats"
 
 INTERNAL_TRANSPORT = (
     pa.field(OP_COLUMN, pa.int8()),
@@ -78,12 +79,7 @@ INTERNAL_TRANSPORT = (
     pa.field(KAFKA_TIMESTAMP_COLUMN, pa.timestamp("us", tz="UTC")),
     pa.field(TOPIC_COLUMN, pa.string()),
     pa.field(PKEY_COLUMN, pa.binary()),
-    pa.field(DL_KEY, pa.binary()),
-    pa.field(DL_VALUE, pa.binary()),
-    pa.field(DL_HEADERS, pa.binary()),
-    pa.field(ERROR_CLASS, pa.string()),
-    pa.field(ERROR_MESSAGE, pa.string()),
-    pa.field(ERROR_FIELD, pa.string()),
+    pa.field(STATS_COLUMN, pa.binary()),
 )
 _PKEY_SEPARATOR = b"\x1f"
 _PKEY_NULL = b"\x00"
@@ -228,29 +224,84 @@ def partition_keys(batch: pa.RecordBatch, schema: Schema, spec: PartitionSpec) -
 
 
 # ---------------------------------------------------------------------------
+# Task statistics
+# ---------------------------------------------------------------------------
+
+StatsKey = tuple[str, int, Any]  # topic, partition, error class (None for rows)
+
+
+class TaskStats:
+    """One task's aggregate per (topic, partition, error class): the rows of
+    :data:`ingest.planning.STATS_COLUMNS`, folded on the driver by ``batch_stats``."""
+
+    def __init__(self) -> None:
+        self.groups: dict[StatsKey, list[Any]] = {}  # first, last, records, max_ts
+
+    def add_rows(self, topic: str, rows: pa.RecordBatch) -> None:
+        micros = pc.cast(rows.column(KAFKA_TIMESTAMP_COLUMN), pa.int64())
+        self._add(topic, rows.column(PARTITION_COLUMN), rows.column(OFFSET_COLUMN), None, micros)
+
+    def add_dead_letters(self, topic: str, dead: pa.RecordBatch) -> None:
+        self._add(topic, dead.column("source_partition"), dead.column("source_offset"), dead.column("error_class"), None)
+
+    def _add(self, topic: str, partitions: pa.Array, offsets: pa.Array, classes: Optional[pa.Array],
+             micros: Optional[pa.Array]) -> None:
+        if len(offsets) == 0:
+            return
+        n = len(offsets)
+        table = pa.table({"p": partitions, "o": offsets,
+                          "c": classes if classes is not None else pa.nulls(n, pa.string()),
+                          "t": micros if micros is not None else pa.nulls(n, pa.int64())})
+        grouped = table.group_by(["p", "c"]).aggregate([("o", "min"), ("o", "max"), ("o", "count"), ("t", "max")])
+        for row in grouped.to_pylist():
+            key = (topic, row["p"], row["c"])
+            values = [row["o_min"], row["o_max"], row["o_count"], row["t_max"]]
+            found = self.groups.get(key)
+            self.groups[key] = values if found is None else [
+                min(found[0], values[0]), max(found[1], values[1]), found[2] + values[2], _max(found[3], values[3])
+            ]
+
+    def payload(self) -> bytes:
+        """The aggregate as JSON, tagged with a fresh id so that no two stats rows are equal."""
+        rows = [dict(topic=t, partition=p, error_class=c, first_offset=v[0], last_offset=v[1], records=v[2], max_ts=v[3])
+                for (t, p, c), v in self.groups.items()]
+        return json.dumps({"id": uuid.uuid4().hex, "rows": rows}).encode()
+
+
+def _max(a: Any, b: Any) -> Any:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def stats_rows(payloads: list[bytes]) -> list[dict[str, Any]]:
+    """The aggregate rows in stats payloads."""
+    return [row for payload in payloads for row in json.loads(payload)["rows"]]
+
+
+# ---------------------------------------------------------------------------
 # The executor function
 # ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class FrameSpec:
-    """What an executor needs to build the frame: decoding, and how to key partitions.
+    """What an executor needs to build the frame: decoding, partition keys, the bad-record policy.
 
     ``partition_spec`` is the table's spec as JSON text (empty: unpartitioned).
     ``keyed_deletes``: deletes get a partition key too (every partition source
-    column is a key column); otherwise a delete's key is null. ``headers``:
-    the decoder needs the Kafka headers (a metadata column reads one).
+    column is a key column); otherwise a delete's key is null.
+    ``fail_on_bad_records`` raises at the first bad record (``table`` names it).
     """
 
     decode: DecodeSpec
     partition_spec: str = ""
     keyed_deletes: bool = False
+    fail_on_bad_records: bool = False
+    table: str = ""
 
     @property
     def headers(self) -> bool:
-        columns = self.decode.metadata_columns
-        sources = columns.values() if isinstance(columns, Mapping) else [source for _, source in columns]
-        return any(source.startswith(HEADER_PREFIX) for source in sources)
+        """Whether the decoder needs the Kafka headers (a metadata column reads one)."""
+        return reads_headers(self.decode)
 
     def spec(self) -> PartitionSpec:
         if not self.partition_spec:
@@ -258,18 +309,37 @@ class FrameSpec:
         return partition_spec_from_json(json.loads(self.partition_spec))
 
 
+def reads_headers(decode: DecodeSpec) -> bool:
+    columns = decode.metadata_columns
+    sources = columns.values() if isinstance(columns, Mapping) else [source for _, source in columns]
+    return any(source.startswith(HEADER_PREFIX) for source in sources)
+
+
 def decode_frame(batches: Iterator[pa.RecordBatch], frame: FrameSpec) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: Kafka-source batches -> decoded-frame batches."""
+    """``mapInArrow`` body: Kafka-source batches -> frame rows, then the task's stats row."""
     schema = frame.decode.table_schema()
     spec = frame.spec()
     target = frame_arrow_schema(schema)
+    stats = TaskStats()
+    for topic, decoded in decoded_batches(batches, frame.decode, stats, frame.table if frame.fail_on_bad_records else None):
+        if decoded.num_rows:
+            yield _rows_frame(decoded, topic, schema, spec, frame.keyed_deletes, target)
+    yield _stats_frame(stats.payload(), target)
+
+
+def decoded_batches(batches: Iterator[pa.RecordBatch], decode: DecodeSpec, stats: TaskStats,
+                    fail_table: Optional[str]) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """Decoded rows per topic, their stats counted; bad records counted, or raised when ``fail_table``."""
     for batch in batches:
         for topic, part in by_topic(batch):
-            decoded = decode_batch(part, frame.decode)
-            if decoded.rows.num_rows:
-                yield _rows_frame(decoded.rows, topic, schema, spec, frame.keyed_deletes, target)
-            if decoded.dead_letters.num_rows:
-                yield _dead_letter_frame(decoded.dead_letters, target)
+            decoded = decode_batch(part, decode)
+            stats.add_rows(topic, decoded.rows)
+            dead = decoded.dead_letters
+            if dead.num_rows:
+                if fail_table is not None:
+                    raise BadRecordError.first_of(fail_table, dead)
+                stats.add_dead_letters(topic, dead)
+            yield topic, decoded.rows
 
 
 def by_topic(batch: pa.RecordBatch) -> Iterator[tuple[str, pa.RecordBatch]]:
@@ -306,19 +376,6 @@ def _rows_frame(
     return pa.RecordBatch.from_arrays(columns + internal, schema=target)
 
 
-def _dead_letter_frame(dead: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
-    n = dead.num_rows
-    headers = [pickle.dumps([(h["key"], h["value"]) for h in row or []]) for row in dead.column("headers").to_pylist()]
-    by_name = {
-        PARTITION_COLUMN: dead.column("source_partition"),
-        OFFSET_COLUMN: dead.column("source_offset"),
-        TOPIC_COLUMN: dead.column("source_topic"),
-        DL_KEY: dead.column("key"),
-        DL_VALUE: dead.column("value"),
-        DL_HEADERS: pa.array(headers, pa.binary()),
-        ERROR_CLASS: dead.column("error_class"),
-        ERROR_MESSAGE: dead.column("error_message"),
-        ERROR_FIELD: dead.column("error_field"),
-    }
-    columns = [by_name.get(f.name, pa.nulls(n, f.type)) for f in target]
+def _stats_frame(payload: bytes, target: pa.Schema) -> pa.RecordBatch:
+    columns = [pa.array([payload], pa.binary()) if f.name == STATS_COLUMN else pa.nulls(1, f.type) for f in target]
     return pa.RecordBatch.from_arrays(columns, schema=target)

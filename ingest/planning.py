@@ -1,9 +1,10 @@
 """Pure per-batch planning: offsets and timestamps from small aggregates, lag, start offsets.
 
 Nothing here touches Spark, Kafka or files, so every rule is testable on
-plain values. The driver feeds it one small aggregate per batch (one row per
-topic, partition and error class: :data:`STATS_COLUMNS`) and gets back what
-the commit records and what the metrics report.
+plain values. The driver feeds it the decode tasks' small aggregates (rows per
+topic, partition and error class: :data:`STATS_COLUMNS`, several tasks may
+report the same partition) and gets back what the commit records and what
+the metrics report.
 
 Offsets are recorded as the range of offsets *seen* in the batch, first to
 last + 1, per partition (dead letters included): a replayed batch reads the

@@ -7,10 +7,18 @@ an upsert, the final row image). "Last" is Kafka order: the greatest
 producers key by it, so this is its log order; the topic only breaks ties
 between topics, to keep replays deterministic.
 
-The reduction is one Spark aggregation, ``max_by(struct(row), struct(order))``
-grouped by the key columns: Spark aggregates partially before the shuffle
-and finishes with a sort-based aggregate that spills, so no process ever
-holds every key in memory, and the driver sees none of them.
+The reduction is a Spark window, ``row_number() over (partition by key order
+by partition desc, offset desc, topic desc) = 1``: one hash exchange by key,
+one external sort that spills, so no process ever holds every key in memory
+and the driver sees none of them. (Measured against ``max_by(struct(row),
+struct(order))`` grouped by key, which sorts twice around its partial
+aggregate: the window is a quarter faster.) ``_floe_stats`` is part of the
+window's partition: null for every row, unique for each decode task's stats
+row, so those pass through intact.
+
+``cluster_by`` adds leading partition columns: a table partition key that
+the key determines, so that one exchange by it serves both the reduction
+and the writer's clustering.
 """
 
 from __future__ import annotations
@@ -18,10 +26,10 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ingest.decode_batch import OFFSET_COLUMN, PARTITION_COLUMN
-from ingest.frame import TOPIC_COLUMN
+from ingest.frame import STATS_COLUMN, TOPIC_COLUMN
 
 KAFKA_ORDER = (PARTITION_COLUMN, OFFSET_COLUMN, TOPIC_COLUMN)
-_LATEST = "_floe_latest"
+_RANK = "_floe_rank"
 
 
 def quoted(name: str) -> str:
@@ -34,15 +42,17 @@ def key_column(path: str) -> str:
     return ".".join(quoted(part) for part in path.split("."))
 
 
-def reduce_to_latest(rows: Any, key_paths: Sequence[str]) -> Any:
-    """``rows`` (a DataFrame of decoded rows, dead letters dropped) with only each key's last change."""
+def reduce_to_latest(rows: Any, key_paths: Sequence[str], cluster_by: Sequence[str] = ()) -> Any:
+    """``rows`` (a DataFrame of decoded rows) with only each key's last change."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     if not key_paths:
         raise ValueError("upsert reduction needs key columns")
-    columns = list(rows.columns)
-    keys = [F.col(key_column(p)).alias(f"_floe_key{i}") for i, p in enumerate(key_paths)]
-    image = F.struct(*[F.col(quoted(c)) for c in columns])
-    order = F.struct(*[F.col(quoted(c)) for c in KAFKA_ORDER])
-    latest = rows.groupBy(*keys).agg(F.max_by(image, order).alias(_LATEST))
-    return latest.select(*[F.col(f"{_LATEST}.{quoted(c)}").alias(c) for c in columns])
+    partition = [F.col(quoted(c)) for c in cluster_by] + [F.col(key_column(p)) for p in key_paths]
+    if STATS_COLUMN in rows.columns:
+        partition.append(F.col(STATS_COLUMN))
+    order = [F.col(quoted(c)).desc() for c in KAFKA_ORDER]
+    window = Window.partitionBy(*partition).orderBy(*order)
+    ranked = rows.withColumn(_RANK, F.row_number().over(window))
+    return ranked.where(F.col(_RANK) == 1).drop(_RANK)

@@ -117,7 +117,7 @@ class IngestQuery:
     def exception(self) -> Optional[Exception]:
         """The query's error; None while it runs, after success, or after a graceful stop."""
         error = self.query.exception()
-        if error is not None and self._gate.stopping.is_set() and self._gate.refused:
+        if error is not None and self._gate.refused and IngestStopped.__name__ in str(error):
             return None  # our own IngestStopped: the stop that was asked for
         return error
 

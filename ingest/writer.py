@@ -12,7 +12,9 @@ by table partition and sorted by it and the table's sort order. For each row:
   data and deletes share a sequence number, so a delete removes only older
   rows of its key (spec: "Scan Planning").
 
-Files roll at the table's ``write.target-file-size-bytes`` (deletes at
+Stats rows of the frame (:mod:`ingest.frame`) are not written: they are
+passed on to the output as ``stats`` rows. Files roll at the table's
+``write.target-file-size-bytes`` (deletes at
 ``write.delete.target-file-size-bytes``). With clustered input a partition's
 files are closed as soon as its rows are done, so memory holds one row group
 buffer, not one per partition. Only serialized ``DataFile`` metadata leaves
@@ -32,7 +34,7 @@ import pyarrow.compute as pc
 
 from ingest.changes import Op
 from ingest.decode_batch import OP_COLUMN
-from ingest.frame import from_transport
+from ingest.frame import STATS_COLUMN, from_transport, stats_rows
 from table.arrow_schema import cast_to_schema
 from table.deletes import EqualityDeleteWriter
 from table.io import FileIO
@@ -53,12 +55,13 @@ DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024  # Iceberg's defaults
 DEFAULT_DELETE_TARGET_FILE_SIZE = 64 * 1024 * 1024
 DEFAULT_ROW_GROUP_BYTES = 128 * 1024 * 1024
 
-DATA, EQUALITY_DELETES, DELETED_KEYS = "data", "equality_deletes", "deleted_keys"
+DATA, EQUALITY_DELETES, DELETED_KEYS, STATS = "data", "equality_deletes", "deleted_keys", "stats"
 WRITTEN_SCHEMA = pa.schema(
     [("kind", pa.string()), ("payload", pa.binary()), ("records", pa.int64()), ("bytes", pa.int64())]
 )
-"""One row per written file (``payload`` is the pickled ``DataFile``), plus one
-``deleted_keys`` row per task counting the keys it deleted."""
+"""One row per written file (``payload`` is the pickled ``DataFile``), one
+``deleted_keys`` row per task counting the keys it deleted, and the ``stats``
+rows of the decode tasks (``payload`` is their JSON)."""
 WRITTEN_DDL = "kind string, payload binary, records long, bytes long"
 
 
@@ -261,17 +264,31 @@ def _prune(array: pa.Array, t) -> pa.Array:
 
 
 def write_files(batches: Iterator[pa.RecordBatch], task: WriteTask) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: write every row, then yield one row per file written."""
+    """``mapInArrow`` body: write every row, then yield one row per file written and the stats rows."""
     writer = task_writer(task)
+    stats: list[bytes] = []
     try:
         for batch in batches:
-            if batch.num_rows:
-                writer.write(batch)
+            rows = _take_stats(batch, stats)
+            if rows.num_rows:
+                writer.write(rows)
         data, deletes = writer.finish()
     except BaseException:
         writer.abort()
         raise
     yield written_batch(data, deletes, writer.deleted_keys)
+    if stats:
+        yield stats_batch(stats)
+
+
+def _take_stats(batch: pa.RecordBatch, payloads: list[bytes]) -> pa.RecordBatch:
+    """``batch`` without its stats rows, whose payloads are appended to ``payloads``."""
+    index = batch.schema.get_field_index(STATS_COLUMN)
+    if index < 0 or batch.column(index).null_count == batch.num_rows:
+        return batch
+    is_stats = batch.column(index).is_valid()
+    payloads.extend(batch.filter(is_stats).column(index).to_pylist())
+    return batch.filter(pc.invert(is_stats))
 
 
 def task_writer(task: WriteTask) -> TaskWriter:
@@ -301,6 +318,15 @@ def written_batch(data: Sequence[DataFile], deletes: Sequence[DataFile], deleted
     return pa.RecordBatch.from_arrays(
         [pa.array(kinds, pa.string()), pa.array(payloads, pa.binary()), pa.array(records, pa.int64()),
          pa.array(sizes, pa.int64())],
+        schema=WRITTEN_SCHEMA,
+    )
+
+
+def stats_batch(payloads: Sequence[bytes]) -> pa.RecordBatch:
+    n = len(payloads)
+    return pa.RecordBatch.from_arrays(
+        [pa.array([STATS] * n, pa.string()), pa.array(payloads, pa.binary()), pa.array([0] * n, pa.int64()),
+         pa.array([0] * n, pa.int64())],
         schema=WRITTEN_SCHEMA,
     )
 
@@ -343,6 +369,12 @@ def read_written(rows: pa.Table) -> WrittenFiles:
         elif kind == EQUALITY_DELETES:
             deletes.append(pickle.loads(payload))
     return WrittenFiles(data, deletes, deleted)
+
+
+def read_stats(rows: pa.Table) -> list[dict[str, Any]]:
+    """The decode tasks' aggregate rows in the write output, for :func:`ingest.planning.batch_stats`."""
+    payloads = [p for k, p in zip(rows.column("kind").to_pylist(), rows.column("payload").to_pylist()) if k == STATS]
+    return stats_rows(payloads)
 
 
 def file_counts(files: WrittenFiles) -> Mapping[str, tuple[int, int]]:

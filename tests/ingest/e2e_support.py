@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import random
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,3 +156,16 @@ def upsert_job(bootstrap: str, topic: str, tmp: Path, *, identifier: str = "db.e
 
 def ingest_command(job_file: Path) -> list[str]:
     return [sys.executable, "-m", "ingest", "--job", str(job_file)]
+
+
+def start_ingest(job_file: Path, log: Path) -> subprocess.Popen:
+    """``python -m ingest`` in its own process group (driver, JVM, workers), logging to ``log``."""
+    with open(log, "ab") as out:
+        return subprocess.Popen(ingest_command(job_file), cwd=REPO, stdout=out, stderr=out, start_new_session=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def batch_lines(log: Path) -> list[dict[str, Any]]:
+    """The per-batch JSON log lines written so far."""
+    return [json.loads(line) for line in log.read_text(errors="replace").splitlines()
+            if line.startswith("{") and '"batch_id"' in line]

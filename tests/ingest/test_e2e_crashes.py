@@ -24,7 +24,7 @@ from commit.exactly_once import committed_offsets
 from ingest.job import job_to_json
 from table.io import FileIO
 from table.scan import TableScan
-from tests.ingest.e2e_support import REPO, change_events, expected_table, ingest_command, normalized, produce, upsert_job
+from tests.ingest.e2e_support import batch_lines, change_events, expected_table, normalized, produce, start_ingest, upsert_job
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -34,20 +34,6 @@ PARTITIONS = 3
 MAX_OFFSETS = 1_500
 KILLS = 5
 START_TIMEOUT_S = 120.0
-
-
-def start(job_file: Path, log: Path) -> subprocess.Popen:
-    with open(log, "ab") as out:
-        return subprocess.Popen(ingest_command(job_file), cwd=REPO, stdout=out, stderr=out, start_new_session=True,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
-
-
-def batch_lines(log: Path) -> list[dict]:
-    lines = []
-    for line in log.read_text(errors="replace").splitlines():
-        if line.startswith("{") and '"batch_id"' in line:
-            lines.append(json.loads(line))
-    return lines
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -88,7 +74,7 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(kafka_bootstrap, 
 
     kills = 0
     while kills < KILLS:
-        proc = start(job_file, log)
+        proc = start_ingest(job_file, log)
         seen = len(batch_lines(log))
         if kills == 0:
             time.sleep(rng.uniform(2.0, 6.0))  # during start-up: JVM, session, table set-up
@@ -104,7 +90,7 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(kafka_bootstrap, 
         kills += 1
     assert kills >= 5, f"only {kills} kills happened; the run finished too quickly"
 
-    final = start(job_file, log)
+    final = start_ingest(job_file, log)
     assert final.wait(timeout=600) == 0, f"the last run failed; see {log}"
 
     with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:

@@ -1,4 +1,4 @@
-"""End to end: a graceful stop while records keep arriving, the lag gauges, and a resume.
+"""End to end: graceful stops (``stop_event``, and SIGTERM to ``python -m ingest``), lag gauges, a resume.
 
 With a 1 s processing-time trigger and a producer still running, ``stop_event``
 stops the query after whole batches only: the table equals the changes below
@@ -8,6 +8,9 @@ the records left behind, and a restart on the same checkpoint lands them.
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -17,11 +20,21 @@ from prometheus_client import CollectorRegistry
 
 from commit.catalog import Catalog
 from commit.exactly_once import committed_offsets
+from ingest.job import job_to_json
 from ingest.metrics import IngestMetrics, LagProbe
 from ingest.stream import run_ingest
 from table.io import FileIO
 from table.scan import TableScan
-from tests.ingest.e2e_support import Delivered, change_events, expected_table, normalized, produce, upsert_job
+from tests.ingest.e2e_support import (
+    Delivered,
+    batch_lines,
+    change_events,
+    expected_table,
+    normalized,
+    produce,
+    start_ingest,
+    upsert_job,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -85,3 +98,28 @@ def test_graceful_stop_commits_whole_batches_and_a_restart_resumes(spark, kafka_
     assert resumed.await_termination(300)
     rows, _ = read_table(job)
     assert rows == expected_table(delivered)
+
+
+def test_sigterm_stops_python_m_ingest_after_whole_batches(kafka_bootstrap, new_topic, tmp_path: Path):
+    topic = new_topic("e2e-sigterm", partitions=2)
+    delivered = produce(kafka_bootstrap, topic, change_events(20_000, 1_000, seed=13))
+    job = upsert_job(kafka_bootstrap, topic, tmp_path, max_offsets=1_000, available_now=False, processing_time=0.5)
+    job_file = tmp_path / "job.json"
+    job_file.write_text(json.dumps(job_to_json(job)))
+    log = tmp_path / "ingest.log"
+    proc = start_ingest(job_file, log)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(line["result"] == "committed" for line in batch_lines(log)):
+            assert proc.poll() is None and time.monotonic() < deadline, f"no commit; see {log}"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 0, f"python -m ingest did not stop cleanly; see {log}"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    rows, metadata = read_table(job)
+    committed = committed_offsets(metadata)[topic]
+    assert 0 < sum(committed.values()) < len(delivered), "it stopped part-way"
+    assert rows == expected_table([d for d in delivered if d.offset < committed.get(d.partition, 0)])
+    assert "ended" in log.read_text()

@@ -90,8 +90,19 @@ def test_a_nested_key_path_groups_by_the_nested_field(spark):
     assert all(r["k"]["x"] == r["value"][1:] for r in reduced), "the whole row image of the winner is kept"
 
 
-def test_the_reduction_is_an_aggregation_that_spills_not_a_collection(spark):
+def test_the_reduction_is_a_shuffle_and_an_external_sort_not_a_collection(spark):
     df = spark.createDataFrame(frame(random_changes(100, seed=1), FLAT))
     plan = reduce_to_latest(df, ["id"])._jdf.queryExecution().executedPlan().toString()
-    assert "Exchange hashpartitioning" in plan, plan
-    assert "SortAggregate" in plan or "ObjectHashAggregate" in plan, plan  # both fall back to sorting and spill
+    assert "Exchange hashpartitioning(id" in plan, plan
+    assert "Sort [id" in plan and "Window [row_number()" in plan, plan  # both spill to disk
+
+
+def test_a_partition_key_the_key_determines_shares_the_exchange(spark):
+    rows = [dict(r, pkey=str(r["id"] % 3)) for r in random_changes(500, seed=4)]
+    schema = FLAT.append(pa.field("pkey", pa.string()))
+    df = spark.createDataFrame(frame(rows, schema)).repartition("pkey")
+    reduced = reduce_to_latest(df, ["id"], cluster_by=["pkey"])
+    plan = reduced._jdf.queryExecution().executedPlan().toString()
+    assert plan.count("Exchange") == 1, plan
+    expected = reference(rows, lambda r: r["id"])
+    assert {r["id"]: r for r in reduced.toArrow().to_pylist()} == expected
