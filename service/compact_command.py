@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from typing import Optional
+from typing import Any, Optional
 
 from prometheus_client import CollectorRegistry
 
@@ -81,8 +81,13 @@ def run_compactor(
     stop: Optional[threading.Event] = None,
     registry: Optional[CollectorRegistry] = None,
     port: Optional[int] = None,
+    spark: Any = None,
 ) -> int:
-    """Runs until stopped (or one round with ``once``); the exit code tells how it ended."""
+    """Runs until stopped (or one round with ``once``); the exit code tells how it ended.
+
+    With ``compaction.executor: spark``, groups run on ``spark`` (left running),
+    else on a local-mode session built and stopped here.
+    """
     stop = stop or threading.Event()
     registry = registry or CollectorRegistry()
     service_metrics = register_service_metrics(registry)
@@ -90,7 +95,9 @@ def run_compactor(
     readiness = CompactorReadiness()
     server = OpsServer(config.http.host, config.http.compact_port if port is None else port, registry)
     server.add_readiness_check("compactor", readiness)
-    runners = build_runners(config, metrics, stop)
+    owned = spark is None and config.compaction.executor == "spark"
+    session = _spark_session() if owned else spark if config.compaction.executor == "spark" else None
+    runners = build_runners(config, metrics, stop, session)
     schedule = Schedule(config.compaction.interval.total_seconds(), config.compaction.jitter.total_seconds())
     scheduler = CompactionScheduler(runners, schedule, stop)
     with server:
@@ -104,7 +111,16 @@ def run_compactor(
             scheduler.run_forever()
         finally:
             service_metrics.mark_down("compact")
+            if owned:
+                session.stop()
     return EXIT_INTERRUPTED if stop.is_set() else EXIT_OK
+
+
+def _spark_session() -> Any:
+    """A local-mode session whose tasks rewrite file groups (``compaction.executor: spark``)."""
+    from ingest.spark_session import build_spark_session
+
+    return build_spark_session("floe-compact")
 
 
 def install_stop_signals(stop: threading.Event) -> None:

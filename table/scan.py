@@ -128,6 +128,7 @@ class DeleteFileIndex:
         schema: Schema,
     ) -> None:
         self._schema = schema
+        self._key_stats = KeyStatsCache()
         self._global_equality = _BySequence()
         self._equality: dict[tuple[Any, ...], _BySequence] = {}
         self._position: dict[tuple[Any, ...], _BySequence] = {}
@@ -177,7 +178,7 @@ class DeleteFileIndex:
         if data_file.file_path in self._position_by_path:
             scoped = self._position_by_path[data_file.file_path].newer_than(sequence_number, inclusive=True)
             position = position + [d for d in scoped if _partition_key(d.spec_id, d.partition) == key]
-        relevant = [d for d in equality if equality_deletes_may_apply(data_file, d, self._schema)]
+        relevant = [d for d in equality if equality_deletes_may_apply(data_file, d, self._schema, self._key_stats)]
         return position + relevant
 
 
@@ -204,13 +205,31 @@ def position_deletes_may_apply(delete_file: DataFile, data_path: str) -> bool:
     return (lower is None or lower <= data_path) and (upper is None or data_path <= upper)
 
 
-def equality_deletes_may_apply(data_file: DataFile, delete_file: DataFile, schema: Schema) -> bool:
+class KeyStatsCache:
+    """Decoded key-column stats per (file, field id), so that matching N data
+    files against M equality delete files decodes N + M bounds, not N x M."""
+
+    def __init__(self) -> None:
+        self._stats: dict[tuple[str, int], _KeyStats] = {}
+
+    def get(self, key: NestedField, f: DataFile) -> _KeyStats:
+        slot = (f.file_path, key.field_id)
+        stats = self._stats.get(slot)
+        if stats is None:
+            stats = self._stats[slot] = _KeyStats(key, f)
+        return stats
+
+
+def equality_deletes_may_apply(
+    data_file: DataFile, delete_file: DataFile, schema: Schema, stats: Optional[KeyStatsCache] = None
+) -> bool:
     """False when metrics prove that no row of ``data_file`` has a key that
     ``delete_file`` deletes: for some equality column, null presence or value
     ranges do not overlap. Columns the schema no longer has are not checked."""
+    stats = stats or KeyStatsCache()
     for field_id in delete_file.equality_ids or ():
         key_field = _primitive_field(schema, field_id)
-        if key_field is not None and not _key_may_overlap(key_field, data_file, delete_file):
+        if key_field is not None and not _key_may_overlap(stats.get(key_field, data_file), stats.get(key_field, delete_file)):
             return False
     return True
 
@@ -223,8 +242,7 @@ def _primitive_field(schema: Schema, field_id: int) -> Optional[NestedField]:
     return found if isinstance(found.field_type, PrimitiveType) else None
 
 
-def _key_may_overlap(key: NestedField, data_file: DataFile, delete_file: DataFile) -> bool:
-    data, deletes = _KeyStats(key, data_file), _KeyStats(key, delete_file)
+def _key_may_overlap(data: _KeyStats, deletes: _KeyStats) -> bool:
     if data.may_have_null() and deletes.may_have_null():
         return True  # a null key is deleted and may occur
     if (data.all_null() and deletes.no_null()) or (deletes.all_null() and data.no_null()):

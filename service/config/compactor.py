@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Optional
+from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
@@ -100,6 +100,12 @@ class CompactionConfig(Section):
     interval: Duration = Field(timedelta(hours=1), description="Time between compaction runs of a table.")
     jitter: NonNegativeDuration = Field(
         timedelta(minutes=5), description="Random extra delay per run, so replicas and tables do not run in lockstep."
+    )
+    executor: Literal["in-process", "spark"] = Field(
+        "in-process",
+        description="Where file groups are rewritten: `in-process`, one after another in the compactor "
+        "(smallest footprint), or `spark`, as tasks of a local-mode Spark session, up to "
+        "`max-concurrent-file-group-rewrites` at a time.",
     )
     rewrite_options: Properties = Field(
         default_factory=dict,
