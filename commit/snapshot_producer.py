@@ -274,6 +274,7 @@ class MetadataCommitter:
                 self._before_commit(PendingCommit(attempt, loaded.metadata_location, loaded.metadata, location, metadata))
             try:
                 self.catalog.swap_metadata_location(self.identifier, loaded.metadata_location, location)
+                self._delete_dropped_metadata(loaded.metadata, metadata)
                 return CommittedMetadata(loaded.metadata_location, loaded.metadata, location, metadata, attempt)
             except CommitConflict as conflict:
                 delay_ms = backoff.next_delay_ms()
@@ -286,6 +287,19 @@ class MetadataCommitter:
                 return self._settle(unknown, loaded, location, metadata, attempt, landed)
             loaded = self.catalog.load_table(self.identifier)
             attempt += 1
+
+    def _delete_dropped_metadata(self, base: TableMetadata, committed: TableMetadata) -> None:
+        """After a commit: delete the metadata files that left the log, if the table asks for it.
+
+        The commit has landed, so a failed delete is only logged: the file is
+        then an orphan for orphan-file removal.
+        """
+        for path in base.metadata_files_dropped_by(committed):
+            try:
+                self.files.io.delete(path)
+            except (OSError, TableError) as error:
+                log.warning("could not delete an old metadata file after a commit",
+                            extra={"table": str(self.identifier), "path": path, "error": str(error)})
 
     def _write(self, loaded: LoadedTable, updated: TableMetadata) -> tuple[str, TableMetadata]:
         """Write ``updated`` as the next metadata version, logging the file it replaces."""

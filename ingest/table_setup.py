@@ -6,6 +6,12 @@ the job upserts into a table whose partition is not determined by the key,
 the table also needs an unpartitioned spec (not the default) for global
 equality deletes; it is added here, once, as its own metadata commit.
 
+A streaming table commits every trigger, so a new table also gets
+``write.metadata.delete-after-commit.enabled=true`` (unless the job sets it):
+metadata files are deleted once they leave the metadata log (the newest
+``write.metadata.previous-versions-max``, 100, are kept) instead of piling up,
+one per batch, until orphan-file removal.
+
 An existing table must hold every job column with the same type and the key
 columns; the job then decodes into the table's own schema, so that field ids
 come from the table, never from the job file.
@@ -23,7 +29,7 @@ from commit.snapshot_producer import WrittenFiles as MetadataFiles
 from ingest.job import TableSpec, as_dict
 from table.errors import SchemaError
 from table.io import FileIO
-from table.metadata import TableMetadata
+from table.metadata import DELETE_AFTER_COMMIT, TableMetadata
 from table.partitioning import UNPARTITIONED_SPEC
 from table.schema import Schema
 from table.types import StructType
@@ -56,6 +62,10 @@ def job_schema(table: TableSpec) -> Schema:
     return Schema(*schema.fields, schema_id=schema.schema_id, identifier_field_ids=ids)
 
 
+STREAMING_TABLE_DEFAULTS = {DELETE_AFTER_COMMIT: "true"}
+"""Properties of a table Floe creates, where the job does not set them."""
+
+
 def _create(catalog: Catalog, table: TableSpec) -> None:
     ident = to_table_identifier(table.identifier)
     if not catalog.namespace_exists(ident.namespace):
@@ -64,7 +74,7 @@ def _create(catalog: Catalog, table: TableSpec) -> None:
         except NamespaceAlreadyExists:
             pass  # another job created it meanwhile: that is what we wanted
     schema = job_schema(table)
-    properties = {**as_dict(table.properties), "format-version": "2"}
+    properties = {**STREAMING_TABLE_DEFAULTS, **as_dict(table.properties), "format-version": "2"}
     try:
         catalog.create_table(
             ident, schema, table.partition_spec(schema), table.iceberg_sort_order(schema), properties, table.location

@@ -29,6 +29,7 @@ TAG = "tag"
 OPERATIONS = frozenset({"append", "replace", "overwrite", "delete"})
 PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"
 PREVIOUS_VERSIONS_MAX_DEFAULT = 100
+DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
 INITIAL_SPEC_ID = 0
 INITIAL_SCHEMA_ID = 0
 INITIAL_SORT_ORDER_ID = 1
@@ -411,6 +412,15 @@ class TableMetadata:
             max_entries = self._int_property(PREVIOUS_VERSIONS_MAX, PREVIOUS_VERSIONS_MAX_DEFAULT)
         log = self.metadata_log + (MetadataLogEntry(timestamp_ms, previous_file),)
         return replace(self, metadata_log=log[-max(1, max_entries) :])
+
+    def metadata_files_dropped_by(self, newer: TableMetadata) -> list[str]:
+        """Previous metadata files this version's log names and ``newer``'s no longer does,
+        when ``newer`` has ``write.metadata.delete-after-commit.enabled``: the files to
+        delete after committing ``newer`` (Iceberg Java does the same); otherwise none."""
+        if newer.properties.get(DELETE_AFTER_COMMIT, "false").strip().lower() != "true":
+            return []
+        kept = {e.metadata_file for e in newer.metadata_log}
+        return [e.metadata_file for e in self.metadata_log if e.metadata_file not in kept]
 
     def with_last_updated_ms(self, timestamp_ms: Optional[int] = None) -> TableMetadata:
         """Stamp the metadata just before writing it (default: now)."""

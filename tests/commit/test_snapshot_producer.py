@@ -312,3 +312,24 @@ def test_concurrent_writers_all_land_in_one_linear_history(catalog_uri: str, war
         lists = {s.manifest_list for s in metadata.snapshots}
         manifests = {m.manifest_path for s in metadata.snapshots for m in table.manifests(s)}
         assert on_disk == logged | lists | manifests
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_metadata_files_leaving_the_log_are_deleted_when_the_table_asks(sqlite_catalog: Catalog, enabled: bool) -> None:
+    properties = {"write.metadata.previous-versions-max": "3",
+                  "write.metadata.delete-after-commit.enabled": str(enabled).lower()}
+    table = CommitTable.create(sqlite_catalog, "db.t", properties=properties)
+    first = table.metadata_location()
+    for i in range(6):
+        table.append([i])
+
+    metadata = table.metadata()
+    on_disk = {p for p in table.files_on_disk() if p.endswith(".metadata.json")}
+    logged = {e.metadata_file for e in metadata.metadata_log} | {table.metadata_location()}
+    assert len(metadata.metadata_log) == 3 and logged <= on_disk
+    if enabled:
+        assert on_disk == logged, "versions 0..2 left the log and were deleted"
+        assert first not in on_disk
+    else:
+        assert len(on_disk) == 7, "Iceberg's default keeps every metadata file"
+    assert table.ids() == list(range(6))

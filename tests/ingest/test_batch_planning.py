@@ -246,3 +246,17 @@ def test_only_appends_that_need_no_clustering_or_sorting_take_the_direct_path():
     assert not direct_path(plain, "upsert")
     assert not direct_path(by_day, "append"), "partitioned tables default to hash distribution"
     assert not direct_path(sorted_, "append")
+
+
+def test_a_new_streaming_table_deletes_old_metadata_files_unless_the_job_says_otherwise(tmp_path):
+    from dataclasses import replace
+
+    from commit.catalog import Catalog
+    from ingest.table_setup import ensure_table
+
+    with Catalog(f"sqlite:///{tmp_path / 'c.db'}", str(tmp_path / "wh")) as catalog:
+        default = ensure_table(catalog, replace(_table(), identifier="db.a"))
+        chosen = ensure_table(catalog, replace(_table(properties={"write.metadata.delete-after-commit.enabled": "false"}),
+                                               identifier="db.b"))
+    assert default.metadata.properties["write.metadata.delete-after-commit.enabled"] == "true"
+    assert chosen.metadata.properties["write.metadata.delete-after-commit.enabled"] == "false"
