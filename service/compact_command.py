@@ -95,8 +95,9 @@ def run_compactor(
     readiness = CompactorReadiness()
     server = OpsServer(config.http.host, config.http.compact_port if port is None else port, registry)
     server.add_readiness_check("compactor", readiness)
-    owned = spark is None and config.compaction.executor == "spark"
-    session = _spark_session() if owned else spark if config.compaction.executor == "spark" else None
+    use_spark = config.compaction.executor == "spark"
+    owned = use_spark and spark is None
+    session = (_spark_session() if owned else spark) if use_spark else None
     runners = build_runners(config, metrics, stop, session)
     schedule = Schedule(config.compaction.interval.total_seconds(), config.compaction.jitter.total_seconds())
     scheduler = CompactionScheduler(runners, schedule, stop)
