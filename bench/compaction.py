@@ -16,7 +16,8 @@ Contenders, each in a fresh child process so that memory is its own:
 * ``iceberg``: ``CALL system.rewrite_data_files`` in Spark ``local[2]`` with
   ``iceberg-spark-runtime`` through Iceberg's ``JdbcCatalog`` on the same catalog file.
 
-All get the same options (target ``--target-mb``, ``max-concurrent-file-group-rewrites`` 2).
+All get the same options (target ``--target-mb``, ``max-concurrent-file-group-rewrites`` 2),
+and both Spark contenders the same ``--driver-memory`` (default 1g, Spark's own).
 Reported per contender: the rewrite's wall time (start-up excluded), input MB/s
 (bytes of the replaced data files), files in and out, and the peak resident
 memory of the child's whole process tree (Python and JVM, sampled every 50 ms
@@ -49,6 +50,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
+from bench.orders import ORDERS  # noqa: E402
 from commit.catalog import Catalog  # noqa: E402
 from commit.operations.row_delta import RowDelta  # noqa: E402
 from commit.snapshot_producer import SnapshotProducer  # noqa: E402
@@ -59,19 +61,9 @@ from table.manifest import DataFile  # noqa: E402
 from table.parquet import write_partitioned  # noqa: E402
 from table.partitioning import build_partition_spec  # noqa: E402
 from table.scan import TableScan  # noqa: E402
-from table.schema import Schema  # noqa: E402
 from table.transforms import BucketTransform  # noqa: E402
-from table.types import DoubleType, LongType, NestedField, StringType, TimestamptzType  # noqa: E402
 
-SCHEMA = Schema(
-    NestedField(1, "id", LongType(), required=True),
-    NestedField(2, "customer", StringType()),
-    NestedField(3, "amount", DoubleType()),
-    NestedField(4, "event_ts", TimestamptzType()),
-    NestedField(5, "status", StringType()),
-    NestedField(6, "note", StringType()),
-    identifier_field_ids=[1],
-)
+SCHEMA = ORDERS
 BUCKETS = 4
 CATALOG_NAME = "bench"
 SOURCE = "db.source"
@@ -155,7 +147,7 @@ def rewrite_options(target_mb: int) -> dict[str, str]:
     return {"target-file-size-bytes": str(target_mb * 1024 * 1024), "max-concurrent-file-group-rewrites": "2"}
 
 
-def floe_child(work: str, table: str, target_mb: int, spark_executor: bool) -> None:
+def floe_child(work: str, table: str, target_mb: int, spark_executor: bool, driver_memory: str) -> None:
     from prometheus_client import CollectorRegistry
 
     from compaction.maintenance import MaintenanceOptions
@@ -166,7 +158,7 @@ def floe_child(work: str, table: str, target_mb: int, spark_executor: bool) -> N
     if spark_executor:
         from ingest.spark_session import build_spark_session
 
-        spark = build_spark_session("floe-compaction-bench")
+        spark = build_spark_session("floe-compaction-bench", {"spark.driver.memory": driver_memory})
         spark.sparkContext.parallelize([1, 2], 2).count()  # executors up before the clock starts
     registry = CollectorRegistry()
     off = MaintenanceOptions(remove_dangling_deletes=False, expire_snapshots=False, remove_orphans=False)
@@ -188,7 +180,7 @@ def floe_child(work: str, table: str, target_mb: int, spark_executor: bool) -> N
                       "files_out": total("floe_compaction_files_added_total")}), flush=True)
 
 
-def iceberg_child(work: str, table: str, target_mb: int) -> None:
+def iceberg_child(work: str, table: str, target_mb: int, driver_memory: str) -> None:
     from pyspark.sql import SparkSession
 
     from ingest.jars import jar_paths
@@ -197,7 +189,7 @@ def iceberg_child(work: str, table: str, target_mb: int) -> None:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     builder = SparkSession.builder.appName("iceberg-compaction-bench").config(
         "spark.jars", ",".join(jar_paths("iceberg-oracle")))
-    conf = {**local_spark_conf(),
+    conf = {**local_spark_conf(), "spark.driver.memory": driver_memory,
             "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
             f"spark.sql.catalog.{CATALOG_NAME}": "org.apache.iceberg.spark.SparkCatalog",
             f"spark.sql.catalog.{CATALOG_NAME}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
@@ -305,14 +297,15 @@ def main() -> None:
     parser.add_argument("--reads", type=int, default=2)
     parser.add_argument("--no-deletes", action="store_true", help="small files only: no updates, no deletes")
     parser.add_argument("--only", choices=CONTENDERS, action="append")
-    parser.add_argument("--child", nargs=4, metavar=("KIND", "WORK", "TABLE", "TARGET_MB"), help=argparse.SUPPRESS)
+    parser.add_argument("--driver-memory", default="1g", help="spark.driver.memory of both Spark contenders (Spark's default: 1g)")
+    parser.add_argument("--child", nargs=5, metavar=("KIND", "WORK", "TABLE", "TARGET_MB", "MEMORY"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        kind, work, table, target = args.child
+        kind, work, table, target, memory = args.child
         if kind == "iceberg":
-            iceberg_child(work, table, int(target))
+            iceberg_child(work, table, int(target), memory)
         else:
-            floe_child(work, table, int(target), spark_executor=kind == "floe-spark")
+            floe_child(work, table, int(target), kind == "floe-spark", memory)
         return
     with tempfile.TemporaryDirectory(prefix="floe-compaction-bench-") as tmp:
         bench(Path(tmp), args)
@@ -334,7 +327,7 @@ def bench(work: Path, args: argparse.Namespace) -> None:
               f"{'RSS@start':>9} {'read after':>12} {'deletes left':>12}")
         for name in contenders:
             table = f"db.{name.replace('-', '_')}"
-            figures = run_child(["--child", name, str(work), table, str(args.target_mb)])
+            figures = run_child(["--child", name, str(work), table, str(args.target_mb), args.driver_memory])
             speed, rows = read_speed(catalog, table, args.reads)
             assert same_rows(expected, rows), f"{name}: the compacted table reads different rows"
             files_after, deletes_after = live_counts(catalog, table)

@@ -39,23 +39,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
+from bench.orders import ORDERS  # noqa: E402
 from commit.catalog import Catalog  # noqa: E402
 from commit.exactly_once import committed_batch  # noqa: E402
 from ingest.changes import OpField  # noqa: E402
 from ingest.decode_batch import INTERNAL_FIELDS, DecodeSpec, decode_batch  # noqa: E402
 from ingest.job import CatalogSpec, IngestJob, SourceSpec, TableSpec, TriggerSpec  # noqa: E402
-from table.schema import Schema  # noqa: E402
-from table.types import DoubleType, LongType, NestedField, StringType, TimestamptzType  # noqa: E402
 
-SCHEMA = Schema(
-    NestedField(1, "id", LongType(), required=True),
-    NestedField(2, "customer", StringType()),
-    NestedField(3, "amount", DoubleType()),
-    NestedField(4, "event_ts", TimestamptzType()),
-    NestedField(5, "status", StringType()),
-    NestedField(6, "note", StringType()),
-    identifier_field_ids=[1],
-)
+SCHEMA = ORDERS
 SPARK_DDL = "id bigint, customer string, amount double, event_ts timestamp, status string, note string"
 STATUSES = ("new", "paid", "shipped", "cancelled")
 SPARK_CONF = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "4"}

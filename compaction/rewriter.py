@@ -30,7 +30,7 @@ import pyarrow as pa
 from compaction.planner import FileGroup
 from compaction.position_map import PositionMapBuilder, write_position_map
 from table.arrow_schema import field_to_arrow
-from table.delete_filter import DeleteFilter, dropped_key_field, equality_key_ids
+from table.delete_filter import DeleteFilter, DeleteKeyCache, dropped_key_field, equality_key_ids
 from table.errors import ValidationError
 from table.expressions import ALWAYS_TRUE
 from table.io import FileIO
@@ -171,6 +171,7 @@ def live_rows(
     *,
     batch_size: int = DEFAULT_BATCH_SIZE,
     max_equality_keys: int = DEFAULT_MAX_EQUALITY_KEYS,
+    key_cache: Optional[DeleteKeyCache] = None,
 ) -> Iterator[pa.RecordBatch]:
     """The task's live rows as :func:`positioned_schema` batches, in file order.
 
@@ -183,7 +184,7 @@ def live_rows(
     read_schema = _read_schema(io, schema, task)
     output = positioned_schema(schema)
     data = ParquetFile(io, task.data_file, batch_size)
-    deletes = DeleteFilter.load(io, task, read_schema, data, max_equality_keys)
+    deletes = DeleteFilter.load(io, task, read_schema, data, max_equality_keys, key_cache)
     for start, batch in data.batches(read_schema):
         live = deletes.apply(_with_positions(batch, start), start)
         if live.num_rows:
@@ -291,11 +292,17 @@ def _copy_rows(
     """Copy every live row of the group into ``outputs``; the number of rows copied."""
     schema = positioned_schema(task.schema)
     copied = 0
+    key_cache = DeleteKeyCache()  # the group's files share their partition's equality deletes
     for scan_task in task.group.tasks:
         old_path = scan_task.data_file.file_path
         positions.add_file(old_path)
         batches = live_rows(
-            io, scan_task, task.schema, batch_size=task.batch_size, max_equality_keys=task.max_equality_keys
+            io,
+            scan_task,
+            task.schema,
+            batch_size=task.batch_size,
+            max_equality_keys=task.max_equality_keys,
+            key_cache=key_cache,
         )
         for batch in batches:
             if stop.is_set():

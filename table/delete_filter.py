@@ -18,11 +18,18 @@ Deletes are merged while the data file streams batch by batch:
   costs one extra pass over the data file's key columns per chunk). Memory: at
   most ``max_equality_keys`` keys per set of equality columns, plus 8 bytes per
   deleted row of the data file.
+
+An equality delete file of a streaming table applies to every older data file
+of its partition, so a scan would read it once per data file. The tasks of one
+scan (or one compaction group) share a :class:`DeleteKeyCache` instead: each
+delete file's key columns are read once, within a byte budget (least recently
+used out; a file larger than the budget is streamed as before).
 """
 
 from __future__ import annotations
 
 import bisect
+from collections import OrderedDict
 from decimal import Decimal
 from typing import Any, Iterator, Optional, Sequence
 
@@ -62,11 +69,17 @@ class DeleteFilter:
 
     @classmethod
     def load(
-        cls, io: FileIO, task: FileScanTask, read_schema: Schema, data: ParquetFile, max_equality_keys: int
+        cls,
+        io: FileIO,
+        task: FileScanTask,
+        read_schema: Schema,
+        data: ParquetFile,
+        max_equality_keys: int,
+        key_cache: Optional[DeleteKeyCache] = None,
     ) -> DeleteFilter:
         """Read the task's position deletes and equality keys (or, for key sets
         above ``max_equality_keys``, the positions they delete)."""
-        loader = _KeyLoader(io, task.data_file, read_schema, data, max_equality_keys)
+        loader = _KeyLoader(io, task.data_file, read_schema, data, max_equality_keys, key_cache)
         positions = _deleted_positions(io, task.data_file.file_path, task.position_deletes)
         in_memory: list[_EqualityKeys] = []
         for ids, files in group_by_keys(task.equality_deletes).items():
@@ -236,17 +249,78 @@ class _ArrowInts:
 # --------------------------------------------------------------------------
 
 
+DEFAULT_KEY_CACHE_BYTES = 64 * 1024 * 1024
+
+
+class DeleteKeyCache:
+    """Key columns of equality delete files already read, shared by the tasks of one scan.
+
+    At most ``max_bytes`` of Arrow data is kept, least recently used out.
+    Not thread-safe: one per reader.
+    """
+
+    def __init__(self, max_bytes: int = DEFAULT_KEY_CACHE_BYTES) -> None:
+        if max_bytes < 0:
+            raise ValidationError(f"the delete key cache budget must be >= 0 bytes, got {max_bytes}")
+        self.max_bytes = max_bytes
+        self._tables: OrderedDict[tuple[str, tuple[int, ...], tuple[str, ...]], pa.Table] = OrderedDict()
+        self._bytes = 0
+        self.reads = 0
+        self.hits = 0
+
+    def key_tables(
+        self, io: FileIO, delete_file: DataFile, ids: tuple[int, ...], types: list[pa.DataType]
+    ) -> Iterator[pa.Table]:
+        """The file's keys as :func:`_read_keys` yields them, from memory when read before."""
+        slot = (delete_file.file_path, ids, tuple(str(t) for t in types))
+        cached = self._tables.get(slot)
+        if cached is not None:
+            self.hits += 1
+            self._tables.move_to_end(slot)
+            yield cached
+            return
+        self.reads += 1
+        if not self._may_fit(delete_file, ids):  # too big to keep: stream it, as without a cache
+            yield from _read_keys(io, delete_file, ids, types)
+            return
+        table = _concat(list(_read_keys(io, delete_file, ids, types)), ids, types)
+        self._keep(slot, table)
+        yield table
+
+    def _may_fit(self, delete_file: DataFile, ids: tuple[int, ...]) -> bool:
+        """Whether the file's keys can fit, judged before reading (8 bytes per key value at least)."""
+        return (delete_file.file_size_in_bytes <= self.max_bytes
+                and delete_file.record_count * 8 * len(ids) <= self.max_bytes)
+
+    def _keep(self, slot: tuple[str, tuple[int, ...], tuple[str, ...]], table: pa.Table) -> None:
+        size = table.nbytes
+        if size > self.max_bytes:
+            return
+        self._tables[slot] = table
+        self._bytes += size
+        while self._bytes > self.max_bytes:
+            _, evicted = self._tables.popitem(last=False)
+            self._bytes -= evicted.nbytes
+
+
 class _KeyLoader:
     """Reads the equality keys of delete files for one data file."""
 
     def __init__(
-        self, io: FileIO, data_file: DataFile, read_schema: Schema, data: ParquetFile, max_equality_keys: int
+        self,
+        io: FileIO,
+        data_file: DataFile,
+        read_schema: Schema,
+        data: ParquetFile,
+        max_equality_keys: int,
+        key_cache: Optional[DeleteKeyCache] = None,
     ) -> None:
         self.io = io
         self.data_file = data_file
         self.read_schema = read_schema
         self.data = data
         self.max_equality_keys = max_equality_keys
+        self.key_cache = key_cache
 
     def key_types(self, ids: tuple[int, ...]) -> list[pa.DataType]:
         return [_key_type(type_to_arrow(self.read_schema.find_field(i).field_type)) for i in ids]
@@ -261,7 +335,11 @@ class _KeyLoader:
         types = self.key_types(ids)
         bounds_filter = _bounds_filter(self.data_file, self.read_schema, ids)
         for delete_file in files:
-            for keys in _read_keys(self.io, delete_file, ids, types):
+            if self.key_cache is not None:
+                tables = self.key_cache.key_tables(self.io, delete_file, ids, types)
+            else:
+                tables = _read_keys(self.io, delete_file, ids, types)
+            for keys in tables:
                 yield keys.filter(bounds_filter) if bounds_filter is not None else keys
 
     def chunked_positions(self, ids: tuple[int, ...], files: list[DataFile]) -> pa.Array:

@@ -12,7 +12,13 @@ from typing import Iterable, Iterator, Optional, Sequence
 
 import pyarrow as pa
 
-from table.delete_filter import DeleteFilter, dropped_key_field, equality_key_ids
+from table.delete_filter import (
+    DEFAULT_KEY_CACHE_BYTES,
+    DeleteFilter,
+    DeleteKeyCache,
+    dropped_key_field,
+    equality_key_ids,
+)
 from table.errors import ValidationError
 from table.evaluators import to_arrow_filter
 from table.expressions import ALWAYS_TRUE, BooleanExpression, and_, bind, referenced_field_ids
@@ -34,22 +40,28 @@ def read_tasks(
     table_schema: Optional[Schema] = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     max_equality_keys: int = DEFAULT_MAX_EQUALITY_KEYS,
+    key_cache_bytes: int = DEFAULT_KEY_CACHE_BYTES,
 ) -> Iterator[pa.RecordBatch]:
     """The live rows of every task that match ``row_filter`` (and the task's
     residual), as batches of ``projected_schema``.
 
     ``table_schema`` is the schema the scan reads with (default: the projected
     one); the filter and equality delete columns may use any of its columns.
+    The tasks share a :class:`DeleteKeyCache` of ``key_cache_bytes``, so an
+    equality delete file that applies to many data files is read once.
     """
     schema = table_schema if table_schema is not None else projected_schema
     if batch_size <= 0 or max_equality_keys <= 0:
         raise ValidationError("batch_size and max_equality_keys must be positive")
     bound = bind(row_filter, schema)
+    key_cache = DeleteKeyCache(key_cache_bytes)
     for task in tasks:
         residual = bound
         if task.residual not in (ALWAYS_TRUE, bound):
             residual = and_(bound, bind(task.residual, schema))
-        task_reader = _TaskReader(io, task, schema, projected_schema, residual, batch_size, max_equality_keys)
+        task_reader = _TaskReader(
+            io, task, schema, projected_schema, residual, batch_size, max_equality_keys, key_cache
+        )
         yield from task_reader.batches()
 
 
@@ -65,9 +77,11 @@ class _TaskReader:
         residual: BooleanExpression,
         batch_size: int,
         max_equality_keys: int,
+        key_cache: DeleteKeyCache,
     ) -> None:
         self.io = io
         self.task = task
+        self.key_cache = key_cache
         self.projected = projected
         self.residual = residual
         self.max_equality_keys = max_equality_keys
@@ -76,7 +90,9 @@ class _TaskReader:
         self.data = ParquetFile(io, task.data_file, batch_size)
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        deletes = DeleteFilter.load(self.io, self.task, self.read_schema, self.data, self.max_equality_keys)
+        deletes = DeleteFilter.load(
+            self.io, self.task, self.read_schema, self.data, self.max_equality_keys, self.key_cache
+        )
         arrow_filter = None if self.residual is ALWAYS_TRUE else to_arrow_filter(self.residual)
         for start, batch in self.data.batches(self.read_schema):
             batch = deletes.apply(batch, start)

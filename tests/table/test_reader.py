@@ -23,6 +23,8 @@ from table.manifest import DataFile, DataFileContent, FileFormat
 from table.metadata_json import write_table_metadata
 from table.parquet import DataFileWriter
 from table.partitioning import PartitionField, PartitionSpec
+from table.delete_filter import DeleteKeyCache, _KeyLoader, group_by_keys
+from table.projection import ParquetFile
 from table.reader import read_tasks
 from table.scan import FileScanTask, TableScan
 from table.schema import Schema
@@ -257,6 +259,46 @@ def test_chunked_equality_deletes_give_the_same_rows(tmp_path: Any) -> None:
     assert _rows(chunked) == expected
     # order within the file is kept
     assert chunked.column("id").to_pylist() == sorted(chunked.column("id").to_pylist())
+
+
+def test_an_equality_delete_file_is_read_once_per_scan_and_rows_do_not_depend_on_the_cache(tmp_path: Any) -> None:
+    table = _Table(tmp_path)
+    data = [table.write_data([(i, f"c{f}", i) for i in range(f * 10, f * 10 + 10)]) for f in range(6)]
+    table.commit_and_write(data=data)
+    shared = table.write_equality([1], [(i,) for i in range(0, 60, 4)])
+    pairs = table.write_equality([2, 3], [("c0", 0), ("c1", 11), ("c5", 57), ("c3", 59)])  # bounds span every file
+    table.commit_and_write(deletes=[shared, pairs])
+    tasks = list(table.scan().plan_files())
+    assert all(len(t.equality_deletes) == 2 for t in tasks), "both delete files apply to every data file"
+
+    cache = DeleteKeyCache()
+    for task in tasks:
+        loader = _KeyLoader(table.io, task.data_file, table.schema, ParquetFile(table.io, task.data_file, 64), 100, cache)
+        for ids, files in group_by_keys(task.equality_deletes).items():
+            loader.load_keys(ids, files)
+    assert (cache.reads, cache.hits) == (2, 2 * (len(tasks) - 1))
+
+    cached = _rows(pa.Table.from_batches(list(read_tasks(table.io, tasks, table.schema))))
+    uncached = _rows(pa.Table.from_batches(list(read_tasks(table.io, tasks, table.schema, key_cache_bytes=0))))
+    expected = sorted((i, f"c{i // 10}", i) for i in range(60) if i % 4 and i not in (11, 57))
+    assert cached == uncached == expected
+
+
+def test_the_delete_key_cache_stays_within_its_budget(tmp_path: Any) -> None:
+    table = _Table(tmp_path)
+    files = [table.write_equality([1], [(i,) for i in range(n * 100, n * 100 + 100)]) for n in range(3)]
+    one_file = 100 * 8  # 100 int64 keys
+    cache = DeleteKeyCache(max_bytes=2 * one_file)
+    types = [pa.int64()]
+    for f in files:
+        assert pa.concat_tables(list(cache.key_tables(table.io, f, (1,), types))).num_rows == 100
+    assert cache._bytes <= 2 * one_file and len(cache._tables) == 2, "the oldest file was evicted"
+    list(cache.key_tables(table.io, files[0], (1,), types))
+    assert (cache.reads, cache.hits) == (4, 0), "the evicted file is read again"
+    list(cache.key_tables(table.io, files[2], (1,), types))
+    assert cache.hits == 1
+    with pytest.raises(ValidationError, match="budget"):
+        DeleteKeyCache(max_bytes=-1)
 
 
 def test_equality_deletes_on_uuid_and_decimal_keys(tmp_path: Any) -> None:
