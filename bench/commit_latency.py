@@ -50,7 +50,7 @@ from commit.operations.expire_snapshots import ExpireSnapshots  # noqa: E402
 from table.arrow_schema import cast_to_schema  # noqa: E402
 from table.io import FileIO  # noqa: E402
 from table.manifest import DataFile  # noqa: E402
-from table.parquet import write_partitioned  # noqa: E402
+from table.parquet.partitioned import write_partitioned  # noqa: E402
 from table.partitioning import build_partition_spec  # noqa: E402
 from table.schema import Schema  # noqa: E402
 from table.types import LongType, NestedField, StringType, TimestamptzType  # noqa: E402

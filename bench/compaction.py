@@ -55,10 +55,10 @@ from commit.catalog import Catalog  # noqa: E402
 from commit.operations.row_delta import RowDelta  # noqa: E402
 from commit.snapshot_producer import SnapshotProducer  # noqa: E402
 from table.arrow_schema import cast_to_schema  # noqa: E402
-from table.deletes import EqualityDeleteWriter, PositionDeleteWriter  # noqa: E402
+from table.deletes.writers import EqualityDeleteWriter, PositionDeleteWriter  # noqa: E402
 from table.io import FileIO  # noqa: E402
 from table.manifest import DataFile  # noqa: E402
-from table.parquet import write_partitioned  # noqa: E402
+from table.parquet.partitioned import write_partitioned  # noqa: E402
 from table.partitioning import build_partition_spec  # noqa: E402
 from table.scan import TableScan  # noqa: E402
 from table.transforms import BucketTransform  # noqa: E402

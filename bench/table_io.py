@@ -14,14 +14,13 @@ Both sides of each comparison run in the same process, interleaved, best of
 from __future__ import annotations
 
 import argparse
+import random
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Callable
-
-import random
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -30,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from table.arrow_schema import schema_to_arrow  # noqa: E402
 from table.io import FileIO  # noqa: E402
-from table.parquet import DataFileWriter, parquet_writer_options  # noqa: E402
+from table.parquet.writer import DataFileWriter, parquet_writer_options  # noqa: E402
 from table.partitioning import UNPARTITIONED_SPEC  # noqa: E402
 from table.scan import TableScan  # noqa: E402
 from table.schema import Schema  # noqa: E402

@@ -53,13 +53,8 @@ from commit.identifiers import (
 from commit.lease import LeaseTable
 from table.errors import TableError
 from table.io import FileIO
-from table.metadata import (
-    TableMetadata,
-    metadata_file_name,
-    new_table_metadata,
-    read_table_metadata,
-    write_table_metadata,
-)
+from table.metadata import TableMetadata, metadata_file_name, new_table_metadata
+from table.metadata_json import read_table_metadata, write_table_metadata
 from table.partitioning import UNPARTITIONED_SPEC, PartitionSpec
 from table.schema import Schema
 from table.sort_order import UNSORTED_SORT_ORDER, SortOrder

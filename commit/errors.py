@@ -9,7 +9,11 @@ happened), and never anything in between.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Mapping, Optional, TypeVar
+
+from table.properties import Property, PropertyError
+
+T = TypeVar("T")
 
 
 class CatalogError(Exception):
@@ -18,6 +22,15 @@ class CatalogError(Exception):
 
 class InvalidArgument(CatalogError, ValueError):
     """A name, location or property breaks a rule of the catalog."""
+
+
+def commit_property(prop: Property[T], properties: Mapping[str, str]) -> T:
+    """A table property the commit path reads; a malformed value is an
+    :class:`InvalidArgument` that names the property, the value and the rule."""
+    try:
+        return prop.read(properties)
+    except PropertyError as error:
+        raise InvalidArgument(str(error)) from None
 
 
 class CatalogDatabaseError(CatalogError):

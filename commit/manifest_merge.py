@@ -24,12 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
-from commit.retry import bool_property, int_property
+from commit.errors import commit_property
+from table import properties as props
 from table.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile
-
-MANIFEST_MERGE_ENABLED = "commit.manifest-merge.enabled"
-MANIFEST_MIN_MERGE_COUNT = "commit.manifest.min-count-to-merge"
-MANIFEST_TARGET_SIZE_BYTES = "commit.manifest.target-size-bytes"
 
 _T = TypeVar("_T")
 
@@ -45,9 +42,9 @@ class MergeSettings:
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> MergeSettings:
         return cls(
-            enabled=bool_property(properties, MANIFEST_MERGE_ENABLED, True),
-            min_count_to_merge=int_property(properties, MANIFEST_MIN_MERGE_COUNT, 100),
-            target_size_bytes=int_property(properties, MANIFEST_TARGET_SIZE_BYTES, 8 * 1024 * 1024),
+            enabled=commit_property(props.MANIFEST_MERGE_ENABLED, properties),
+            min_count_to_merge=commit_property(props.MANIFEST_MIN_MERGE_COUNT, properties),
+            target_size_bytes=commit_property(props.MANIFEST_TARGET_SIZE, properties),
         )
 
 

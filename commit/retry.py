@@ -21,17 +21,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional
 
-from commit.errors import InvalidArgument
-
-COMMIT_NUM_RETRIES = "commit.retry.num-retries"
-COMMIT_MIN_RETRY_WAIT_MS = "commit.retry.min-wait-ms"
-COMMIT_MAX_RETRY_WAIT_MS = "commit.retry.max-wait-ms"
-COMMIT_TOTAL_RETRY_TIME_MS = "commit.retry.total-timeout-ms"
-
-COMMIT_STATUS_CHECKS_NUM_RETRIES = "commit.status-check.num-retries"
-COMMIT_STATUS_CHECKS_MIN_WAIT_MS = "commit.status-check.min-wait-ms"
-COMMIT_STATUS_CHECKS_MAX_WAIT_MS = "commit.status-check.max-wait-ms"
-COMMIT_STATUS_CHECKS_TOTAL_WAIT_MS = "commit.status-check.total-timeout-ms"
+from commit.errors import InvalidArgument, commit_property
+from table import properties as props
 
 SCALE_FACTOR = 2.0
 JITTER_FRACTION = 0.1
@@ -59,20 +50,20 @@ class RetryPolicy:
     def for_commits(cls, properties: Mapping[str, str]) -> RetryPolicy:
         """The policy for lost compare-and-swaps, from table properties (Java's defaults)."""
         return cls(
-            num_retries=int_property(properties, COMMIT_NUM_RETRIES, 4),
-            min_wait_ms=int_property(properties, COMMIT_MIN_RETRY_WAIT_MS, 100),
-            max_wait_ms=int_property(properties, COMMIT_MAX_RETRY_WAIT_MS, 60_000),
-            total_timeout_ms=int_property(properties, COMMIT_TOTAL_RETRY_TIME_MS, 1_800_000),
+            num_retries=commit_property(props.COMMIT_NUM_RETRIES, properties),
+            min_wait_ms=commit_property(props.COMMIT_MIN_RETRY_WAIT_MS, properties),
+            max_wait_ms=commit_property(props.COMMIT_MAX_RETRY_WAIT_MS, properties),
+            total_timeout_ms=commit_property(props.COMMIT_TOTAL_RETRY_TIME_MS, properties),
         )
 
     @classmethod
     def for_status_checks(cls, properties: Mapping[str, str]) -> RetryPolicy:
         """The policy for reloads that settle an unknown commit outcome (Java's defaults)."""
         return cls(
-            num_retries=int_property(properties, COMMIT_STATUS_CHECKS_NUM_RETRIES, 3),
-            min_wait_ms=int_property(properties, COMMIT_STATUS_CHECKS_MIN_WAIT_MS, 1_000),
-            max_wait_ms=int_property(properties, COMMIT_STATUS_CHECKS_MAX_WAIT_MS, 60_000),
-            total_timeout_ms=int_property(properties, COMMIT_STATUS_CHECKS_TOTAL_WAIT_MS, 1_800_000),
+            num_retries=commit_property(props.COMMIT_STATUS_CHECKS_NUM_RETRIES, properties),
+            min_wait_ms=commit_property(props.COMMIT_STATUS_CHECKS_MIN_WAIT_MS, properties),
+            max_wait_ms=commit_property(props.COMMIT_STATUS_CHECKS_MAX_WAIT_MS, properties),
+            total_timeout_ms=commit_property(props.COMMIT_STATUS_CHECKS_TOTAL_WAIT_MS, properties),
         )
 
     @property
@@ -126,24 +117,3 @@ class Backoff:
             return None
         return self.policy.delay_ms(self.attempts, self._random())
 
-
-def int_property(properties: Mapping[str, str], key: str, default: int) -> int:
-    """An integer table property; a malformed value is an error naming the property."""
-    raw = properties.get(key)
-    if raw is None:
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise InvalidArgument(f"table property {key!r} must be an integer, got {raw!r}") from None
-
-
-def bool_property(properties: Mapping[str, str], key: str, default: bool) -> bool:
-    """A boolean table property (``true``/``false``, any case), as Java parses it."""
-    raw = properties.get(key)
-    if raw is None:
-        return default
-    lowered = raw.strip().lower()
-    if lowered not in ("true", "false"):
-        raise InvalidArgument(f"table property {key!r} must be true or false, got {raw!r}")
-    return lowered == "true"

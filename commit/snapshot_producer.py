@@ -42,8 +42,10 @@ from commit.errors import CatalogDatabaseError, CommitConflict, CommitFailed, Co
 from commit.identifiers import TableIdentifierLike, to_table_identifier
 from commit.retry import RetryPolicy
 from commit.summary import OPERATION, with_totals
+from table import properties
 from table.errors import TableError
 from table.io import FileIO
+from table.locations import metadata_location
 from table.manifest import (
     ManifestContent,
     ManifestEntry,
@@ -53,20 +55,12 @@ from table.manifest import (
     write_manifest,
     write_manifest_list,
 )
-from table.metadata import (
-    MAIN_BRANCH,
-    Snapshot,
-    TableMetadata,
-    metadata_file_name,
-    parse_metadata_version,
-    write_table_metadata,
-)
+from table.metadata import MAIN_BRANCH, Snapshot, TableMetadata, metadata_file_name, parse_metadata_version
+from table.metadata_json import write_table_metadata
 from table.partitioning import PartitionSpec
 
 log = logging.getLogger(__name__)
 
-METADATA_PATH = "write.metadata.path"
-METADATA_COMPRESSION = "write.metadata.compression-codec"
 
 
 class CommitNotApplied(CommitFailed):
@@ -307,9 +301,9 @@ class MetadataCommitter:
         stamp = max(_now_ms(), updated.last_updated_ms, base.last_updated_ms)
         metadata = updated.with_metadata_log(loaded.metadata_location, timestamp_ms=base.last_updated_ms)
         metadata = metadata.with_last_updated_ms(stamp)
-        compressed = metadata.properties.get(METADATA_COMPRESSION, "none").lower() == "gzip"
+        compressed = properties.METADATA_COMPRESSION.read(metadata.properties) == "gzip"
         name = metadata_file_name(parse_metadata_version(loaded.metadata_location) + 1, compressed)
-        location = self.files.add(f"{metadata_dir(metadata)}/{name}")
+        location = self.files.add(f"{metadata_location(metadata)}/{name}")
         write_table_metadata(self.files.io, location, metadata)
         return location, metadata
 
@@ -349,11 +343,6 @@ class MetadataCommitter:
             except Exception as e:
                 unknown.add_note(f"the outcome could not be checked: {e!r}")
                 raise unknown from e
-
-
-def metadata_dir(metadata: TableMetadata) -> str:
-    """Where metadata files, manifest lists and manifests go (``write.metadata.path``)."""
-    return metadata.properties.get(METADATA_PATH, f"{metadata.location}/metadata").rstrip("/")
 
 
 def _now_ms() -> int:
@@ -458,7 +447,7 @@ class SnapshotProducer:
         if any(s.snapshot_id == self.snapshot_id for s in base.snapshots):
             raise CommitFailed(str(self.identifier), f"snapshot id {self.snapshot_id} is already taken")
         if self._output is None:
-            self._output = ManifestOutput(self._files, metadata_dir(base), self.commit_uuid, self.snapshot_id)
+            self._output = ManifestOutput(self._files, metadata_location(base), self.commit_uuid, self.snapshot_id)
         return Attempt(
             number=number,
             base=base,
@@ -472,7 +461,7 @@ class SnapshotProducer:
     def _write_manifest_list(self, attempt: Attempt, manifests: list[ManifestFile]) -> str:
         assert self._files is not None
         name = f"snap-{self.snapshot_id}-{attempt.number}-{self.commit_uuid}.avro"
-        path = self._files.add(f"{metadata_dir(attempt.base)}/{name}")
+        path = self._files.add(f"{metadata_location(attempt.base)}/{name}")
         parent_id = None if attempt.parent is None else attempt.parent.snapshot_id
         write_manifest_list(self._files.io, path, self.snapshot_id, parent_id, attempt.sequence_number, manifests)
         self._lists[path] = list(manifests)

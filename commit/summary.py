@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Mapping, Optional
 
-from commit.retry import int_property
+from commit.errors import commit_property
+from table import properties as props
 from table.manifest import DataFile, DataFileContent
 from table.metadata import TableMetadata
 from table.partitioning import PartitionSpec
@@ -49,8 +50,6 @@ TOTAL_DATA_FILES = "total-data-files"
 TOTAL_DELETE_FILES = "total-delete-files"
 TOTAL_POSITION_DELETES = "total-position-deletes"
 TOTAL_EQUALITY_DELETES = "total-equality-deletes"
-
-PARTITION_SUMMARY_LIMIT = "write.summary.partition-limit"
 
 # (total, added, removed): how each total moves with one commit.
 TOTALS = (
@@ -144,7 +143,7 @@ class SummaryBuilder:
         return cls(
             {s.spec_id: s for s in metadata.partition_specs},
             metadata.schema(),
-            int_property(metadata.properties, PARTITION_SUMMARY_LIMIT, 0),
+            commit_property(props.SUMMARY_PARTITION_LIMIT, metadata.properties),
         )
 
     def added_file(self, f: DataFile) -> None:

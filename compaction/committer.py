@@ -38,21 +38,20 @@ import pyarrow as pa
 from commit.catalog import Catalog
 from commit.errors import CatalogError, CommitStateUnknown
 from commit.identifiers import TableIdentifierLike, to_table_identifier
-from commit.operations.deleted_positions import deleted_positions
 from commit.operations.errors import MissingFiles, RewriteConflict, ValidationException
 from commit.operations.rewrite_files import RewriteFiles
 from commit.operations.validation import Change, new_deletes_for, snapshots_since
 from commit.snapshot_producer import BeforeCommit, SnapshotProducer
-from compaction.maintenance.dangling_deletes import referenced_data_files
 from compaction.planner import FileGroup
 from compaction.position_map import PositionMap, read_position_map
 from compaction.rewriter import GroupRewrite, RewriteStatus
-from table.deletes import PositionDeleteWriter
+from table.deletes.positions import deleted_positions, referenced_data_files
+from table.deletes.writers import PositionDeleteWriter
 from table.errors import TableError
 from table.io import FileIO
 from table.manifest import DataFile, DataFileContent, ManifestEntry, ManifestEntryStatus
 from table.metadata import Snapshot
-from table.parquet import FileNameFactory
+from table.parquet.writer import FileNameFactory
 from table.partitioning import PartitionSpec
 from table.schema import Schema
 

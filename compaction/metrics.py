@@ -14,7 +14,7 @@ from typing import Iterable, Optional
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
 from table.metadata import TableMetadata
-from table.scan import FileScanTask
+from table.tasks import FileScanTask
 
 RUN_RESULTS = ("success", "partial", "failed", "skipped", "interrupted")
 GROUP_RESULTS = ("committed", "failed", "conflicted", "abandoned")

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Callable, Mapping, Optional, TypeVar
 
+from table import properties
+
 TARGET_FILE_SIZE_BYTES = "target-file-size-bytes"
 MIN_FILE_SIZE_BYTES = "min-file-size-bytes"
 MAX_FILE_SIZE_BYTES = "max-file-size-bytes"
@@ -50,13 +52,9 @@ KNOWN_OPTIONS = frozenset(
     }
 )
 
-WRITE_TARGET_FILE_SIZE_BYTES = "write.target-file-size-bytes"
-"""The table property that gives the default target size, as in Java."""
-
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 
-WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT = 512 * 1024 * 1024
 MIN_FILE_SIZE_DEFAULT_RATIO = 0.75
 MAX_FILE_SIZE_DEFAULT_RATIO = 1.80
 MIN_INPUT_FILES_DEFAULT = 5
@@ -223,13 +221,12 @@ def _parse_job_order(name: str, raw: str) -> RewriteJobOrder:
 
 
 def _default_target(table_properties: Mapping[str, str]) -> int:
-    """The table's write target, so that compaction aims where ingestion writes."""
-    raw = table_properties.get(WRITE_TARGET_FILE_SIZE_BYTES)
-    if raw is None:
-        return WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT
-    value = _parse_long(WRITE_TARGET_FILE_SIZE_BYTES, raw)
-    _require(WRITE_TARGET_FILE_SIZE_BYTES, raw, value > 0, "> 0")
-    return value
+    """The table's write target (``write.target-file-size-bytes``), so that
+    compaction aims where ingestion writes, as in Java."""
+    try:
+        return properties.TARGET_FILE_SIZE.read(table_properties)
+    except properties.PropertyError as error:
+        raise InvalidRewriteOption(error.key, error.value, "an integer > 0") from None
 
 
 _FIELDS: dict[str, tuple[str, Callable[[str, str], Any]]] = {

@@ -31,11 +31,12 @@ from compaction.options import (
     RewriteJobOrder,
     RewriteOptions,
 )
+from table.deletes.index import referenced_data_file
 from table.errors import NotFoundError, ValidationError
 from table.manifest import DataFile, DataFileContent
 from table.metadata import TableMetadata
-from table.partitioning import PartitionSpec
-from table.scan import FileScanTask, referenced_data_file
+from table.partitioning import PartitionSpec, partition_key
+from table.tasks import FileScanTask
 
 PACKING_LOOKBACK = 1
 """Open bins considered per file; Java's rewrite planner uses 1."""
@@ -362,7 +363,7 @@ def _by_partition(
     grouped: dict[tuple[int, tuple[Any, ...]], list[FileScanTask]] = {}
     for task in tasks:
         _check_task(task, specs)
-        grouped.setdefault(_partition_key(task.data_file), []).append(task)
+        grouped.setdefault(partition_key(task.data_file.spec_id, task.data_file.partition), []).append(task)
     return grouped
 
 
@@ -379,15 +380,6 @@ def _check_task(task: FileScanTask, specs: Mapping[int, PartitionSpec]) -> None:
             f"{data_file.file_path}: partition has {len(data_file.partition)} values, "
             f"spec {spec.spec_id} has {len(spec.fields)} fields"
         )
-
-
-_NAN = object()
-
-
-def _partition_key(data_file: DataFile) -> tuple[int, tuple[Any, ...]]:
-    """A dictionary key for the file's (spec, partition) in which NaN equals NaN."""
-    values = tuple(_NAN if isinstance(v, float) and math.isnan(v) else v for v in data_file.partition)
-    return (data_file.spec_id, values)
 
 
 def _task_size(task: FileScanTask) -> int:

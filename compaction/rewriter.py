@@ -1,12 +1,13 @@
 """Rewriting one file group: its live rows in, files of the target size out, and where each row went.
 
-The group's data files are read as the merge-on-read reader reads them (by
-field id, in the table's current schema, deletes applied), but with each
-row's original position kept alongside: ``table/reader.py`` drops it, and
-the compactor needs it to carry later position deletes over to the new
-files (:mod:`compaction.position_map`). Rows are written in the table's
-current partition spec, so data of an older spec is re-partitioned, and
-files roll at ``write_max_file_size`` as Iceberg's rewrite does.
+The group's data files are read by the merge-on-read reader (by field id, in
+the table's current schema, deletes applied), with each row's original
+position alongside (the ``_pos`` metadata column): the compactor needs it to
+carry later position deletes over to the new files
+(:mod:`compaction.position_map`). Rows are written by the table's
+partitioned writer in the current partition spec, so data of an older spec
+is re-partitioned, and files roll at ``write_max_file_size`` as Iceberg's
+rewrite does; every other writer option is the table's own.
 
 The same picklable :func:`run_rewrite_task` runs in-process or as a Spark
 task; on executors it imports only ``table/`` and ``compaction/``. It never
@@ -23,30 +24,23 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Iterator, Optional, Protocol, Sequence
-
-import pyarrow as pa
+from typing import Any, Optional, Protocol, Sequence
 
 from compaction.planner import FileGroup
 from compaction.position_map import PositionMapBuilder, write_position_map
-from table.arrow_schema import field_to_arrow
-from table.delete_filter import DeleteFilter, DeleteKeyCache, dropped_key_field, equality_key_ids
+from table.deletes.equality import DeleteKeyCache
 from table.errors import ValidationError
 from table.expressions import ALWAYS_TRUE
 from table.io import FileIO
 from table.manifest import DataFile
-from table.parquet import DataFileWriter, FileNameFactory, split_by_partition
-from table.partitioning import PartitionSpec
-from table.projection import DEFAULT_BATCH_SIZE, ParquetFile, project_batch
-from table.reader import DEFAULT_MAX_EQUALITY_KEYS
-from table.scan import FileScanTask
-from table.schema import POS_COLUMN_ID, Schema
-from table.types import LongType, NestedField
+from table.parquet.partitioned import PartitionedWriter
+from table.parquet.projection import DEFAULT_BATCH_SIZE
+from table.parquet.writer import DataFileWriter, FileNameFactory, WriterOptions
+from table.partitioning import PartitionSpec, partition_key, split_by_partition
+from table.reader import DEFAULT_MAX_EQUALITY_KEYS, positioned_schema, read_tasks
+from table.schema import ROW_POSITION, Schema
 
 log = logging.getLogger(__name__)
-
-POSITION_FIELD = NestedField(POS_COLUMN_ID, "_pos", LongType(), required=True)
-"""Iceberg's reserved ``_pos`` metadata column: a row's position in the file it was read from."""
 
 STOP_CHECK_INTERVAL_S = 1.0
 
@@ -109,7 +103,7 @@ class GroupRewriteTask:
     target_file_size_bytes: int
     position_map_path: str
     operation_id: str
-    compression: str = "zstd"
+    writer: WriterOptions = WriterOptions()
     batch_size: int = DEFAULT_BATCH_SIZE
     max_equality_keys: int = DEFAULT_MAX_EQUALITY_KEYS
     stop_path: Optional[str] = None
@@ -155,101 +149,8 @@ class GroupAbandoned(Exception):
 
 
 # --------------------------------------------------------------------------
-# Reading live rows with their positions
+# Rewriting
 # --------------------------------------------------------------------------
-
-
-def positioned_schema(schema: Schema) -> Schema:
-    """``schema`` plus the ``_pos`` column, last."""
-    return Schema(*schema.fields, POSITION_FIELD, schema_id=schema.schema_id)
-
-
-def live_rows(
-    io: FileIO,
-    task: FileScanTask,
-    schema: Schema,
-    *,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    max_equality_keys: int = DEFAULT_MAX_EQUALITY_KEYS,
-    key_cache: Optional[DeleteKeyCache] = None,
-) -> Iterator[pa.RecordBatch]:
-    """The task's live rows as :func:`positioned_schema` batches, in file order.
-
-    Deletes are applied exactly as :func:`table.reader.read_tasks` applies
-    them (same :class:`DeleteFilter`); the ``_pos`` column rides along
-    through the filter.
-    """
-    if task.residual is not ALWAYS_TRUE:
-        raise ValidationError(f"{task.data_file.file_path}: compaction reads whole files, got a row filter")
-    read_schema = _read_schema(io, schema, task)
-    output = positioned_schema(schema)
-    data = ParquetFile(io, task.data_file, batch_size)
-    deletes = DeleteFilter.load(io, task, read_schema, data, max_equality_keys, key_cache)
-    for start, batch in data.batches(read_schema):
-        live = deletes.apply(_with_positions(batch, start), start)
-        if live.num_rows:
-            yield project_batch(live, output, data.path)
-
-
-def _read_schema(io: FileIO, schema: Schema, task: FileScanTask) -> Schema:
-    """The table's columns plus equality columns the table no longer has (deletes still apply)."""
-    dropped = sorted(equality_key_ids(task.equality_deletes) - schema.field_ids)
-    extra = [dropped_key_field(io, field_id, task.equality_deletes) for field_id in dropped]
-    return Schema(*schema.fields, *extra, schema_id=schema.schema_id) if extra else schema
-
-
-def _with_positions(batch: pa.RecordBatch, start: int) -> pa.RecordBatch:
-    positions = pa.arange(start, start + batch.num_rows).cast(pa.int64())
-    fields = [*batch.schema, field_to_arrow(POSITION_FIELD)]
-    return pa.RecordBatch.from_arrays([*batch.columns, positions], schema=pa.schema(fields))
-
-
-# --------------------------------------------------------------------------
-# Writing
-# --------------------------------------------------------------------------
-
-
-class _Outputs:
-    """One rolling writer per output partition, counting the rows given to each."""
-
-    def __init__(self, io: FileIO, task: GroupRewriteTask) -> None:
-        self._io = io
-        self._task = task
-        self._names = FileNameFactory(prefix=f"{task.group_id:05d}-compact", operation_id=task.operation_id)
-        self._writers: dict[tuple[Any, ...], DataFileWriter] = {}
-        self._rows: dict[tuple[Any, ...], int] = {}
-
-    def write(self, partition: tuple[Any, ...], columns: Sequence[pa.Array]) -> int:
-        """Write rows given as the table's columns; the ordinal of the first one in its output."""
-        writer = self._writers.get(partition)
-        if writer is None:
-            writer = self._writers[partition] = self._new_writer(partition)
-            self._rows[partition] = 0
-        rows = pa.RecordBatch.from_arrays(list(columns), schema=writer.arrow_schema)
-        first = self._rows[partition]
-        writer.write(rows)
-        self._rows[partition] = first + rows.num_rows
-        return first
-
-    def close(self) -> dict[tuple[Any, ...], list[DataFile]]:
-        return {partition: writer.close() for partition, writer in self._writers.items()}
-
-    def abort(self) -> None:
-        for writer in self._writers.values():
-            writer.abort()
-
-    def _new_writer(self, partition: tuple[Any, ...]) -> DataFileWriter:
-        task = self._task
-        return DataFileWriter(
-            self._io,
-            task.data_location,
-            task.schema,
-            task.output_spec,
-            partition,
-            target_file_size_bytes=task.target_file_size_bytes,
-            compression=task.compression,
-            file_name_factory=self._names,
-        )
 
 
 def rewrite_group(task: GroupRewriteTask, stop: StopCheck = NeverStop()) -> GroupRewrite:
@@ -260,13 +161,15 @@ def rewrite_group(task: GroupRewriteTask, stop: StopCheck = NeverStop()) -> Grou
     """
     started = time.monotonic()
     io = FileIO.for_location(task.table_location)
-    outputs = _Outputs(io, task)
+    outputs = _outputs(io, task)
     positions = PositionMapBuilder()
     try:
         rows_read = _copy_rows(io, task, outputs, positions, stop)
-        written = outputs.close()
-        added = [f for files in written.values() for f in files]
-        position_map = positions.build({p: [(f.file_path, f.record_count) for f in files] for p, files in written.items()})
+        written = outputs.close_by_partition()
+        added = [f for _, files in written for f in files]
+        position_map = positions.build(
+            {_output_key(task, p): [(f.file_path, f.record_count) for f in files] for p, files in written}
+        )
         write_position_map(io, task.position_map_path, position_map)
     except BaseException as error:
         _discard(io, outputs, task.position_map_path, error)
@@ -286,35 +189,49 @@ def rewrite_group(task: GroupRewriteTask, stop: StopCheck = NeverStop()) -> Grou
     )
 
 
+def _outputs(io: FileIO, task: GroupRewriteTask) -> PartitionedWriter:
+    """One rolling writer per output partition, with the table's writer options."""
+    names = FileNameFactory(prefix=f"{task.group_id:05d}-compact", operation_id=task.operation_id)
+    options = dict(task.writer.for_data(), target_file_size_bytes=task.target_file_size_bytes)
+
+    def open_writer(partition: tuple[Any, ...]) -> DataFileWriter:
+        return DataFileWriter(
+            io, task.data_location, task.schema, task.output_spec, partition, file_name_factory=names, **options
+        )
+
+    return PartitionedWriter(positioned_schema(task.schema), task.output_spec, open_writer)
+
+
+def _output_key(task: GroupRewriteTask, partition: tuple[Any, ...]) -> Any:
+    return partition_key(task.output_spec.spec_id, partition)
+
+
 def _copy_rows(
-    io: FileIO, task: GroupRewriteTask, outputs: _Outputs, positions: PositionMapBuilder, stop: StopCheck
+    io: FileIO, task: GroupRewriteTask, outputs: PartitionedWriter, positions: PositionMapBuilder, stop: StopCheck
 ) -> int:
     """Copy every live row of the group into ``outputs``; the number of rows copied."""
-    schema = positioned_schema(task.schema)
     copied = 0
     key_cache = DeleteKeyCache()  # the group's files share their partition's equality deletes
     for scan_task in task.group.tasks:
+        if scan_task.residual is not ALWAYS_TRUE:
+            raise ValidationError(f"{scan_task.data_file.file_path}: compaction reads whole files, got a row filter")
         old_path = scan_task.data_file.file_path
         positions.add_file(old_path)
-        batches = live_rows(
-            io,
-            scan_task,
-            task.schema,
-            batch_size=task.batch_size,
-            max_equality_keys=task.max_equality_keys,
-            key_cache=key_cache,
+        batches = read_tasks(
+            io, [scan_task], task.schema, batch_size=task.batch_size, max_equality_keys=task.max_equality_keys,
+            key_cache=key_cache, with_positions=True,
         )
         for batch in batches:
             if stop.is_set():
                 raise GroupAbandoned(f"group {task.group_id}: stop requested while writing")
-            for partition, rows in split_by_partition(batch, schema, task.output_spec):
-                first = outputs.write(partition, rows.columns[:-1])
-                positions.add(old_path, rows.column(rows.num_columns - 1), partition, first)
+            for partition, rows in split_by_partition(batch, outputs.schema, task.output_spec):
+                first = outputs.write_partition(partition, rows.drop_columns([ROW_POSITION.name]))
+                positions.add(old_path, rows.column(ROW_POSITION.name), _output_key(task, partition), first)
             copied += batch.num_rows
     return copied
 
 
-def _discard(io: FileIO, outputs: _Outputs, map_path: str, error: BaseException) -> None:
+def _discard(io: FileIO, outputs: PartitionedWriter, map_path: str, error: BaseException) -> None:
     """Delete what a failed or stopped rewrite wrote; note on ``error`` what could not go."""
     try:
         outputs.abort()

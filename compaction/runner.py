@@ -33,7 +33,7 @@ from commit.errors import CatalogError
 from commit.identifiers import TableIdentifierLike, to_table_identifier
 from commit.lease import LeaseTable
 from commit.operations.errors import ValidationException
-from commit.snapshot_producer import BeforeCommit, metadata_dir
+from commit.snapshot_producer import BeforeCommit
 from compaction.committer import BatchCommit, CommitContext, GroupCommit, GroupResult, RewriteCommitter, RewrittenGroup
 from compaction.maintenance import MaintenanceOptions
 from compaction.maintenance.dangling_deletes import remove_dangling_deletes
@@ -52,16 +52,15 @@ from compaction.rewriter import (
 )
 from table.errors import TableError
 from table.io import FileIO
+from table.locations import data_location, metadata_location
 from table.metadata import Snapshot, TableMetadata
-from table.projection import DEFAULT_BATCH_SIZE
+from table.parquet.projection import DEFAULT_BATCH_SIZE
+from table.parquet.writer import WriterOptions
 from table.scan import TableScan
 
 log = logging.getLogger(__name__)
 
 LEASE_TTL_MS_DEFAULT = 10 * 60 * 1000
-DATA_PATH = "write.data.path"
-COMPRESSION = "write.parquet.compression-codec"
-_CODECS = {"uncompressed": "none"}  # Iceberg's codec names where pyarrow's differ
 
 
 class RunResult(str, Enum):
@@ -480,10 +479,9 @@ class _Work:
         self.metadata = metadata
         self.plan = plan
         self.options = options
-        self.work_prefix = f"{metadata_dir(metadata)}/compaction-{run_id}"  # files of this run: never in the table
-        self.data_location = metadata.properties.get(DATA_PATH, f"{metadata.location.rstrip('/')}/data")
-        codec = metadata.properties.get(COMPRESSION, "zstd").lower()
-        self.compression = _CODECS.get(codec, codec)
+        self.work_prefix = f"{metadata_location(metadata)}/compaction-{run_id}"  # files of this run: never in the table
+        self.data_location = data_location(metadata)
+        self.writer = WriterOptions.for_table(metadata)
 
     def task(self, group_id: int, group: FileGroup) -> GroupRewriteTask:
         return GroupRewriteTask(
@@ -496,7 +494,7 @@ class _Work:
             target_file_size_bytes=self.options.write_max_file_size,
             position_map_path=f"{self.work_prefix}-{group_id:05d}.positions.parquet",
             operation_id=self.run_id,
-            compression=self.compression,
+            writer=self.writer,
             batch_size=self.runner.options.batch_size,
             stop_path=f"{self.work_prefix}.stop" if self.runner.spark is not None else None,
         )

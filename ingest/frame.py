@@ -26,10 +26,8 @@ that has some. The Kafka ``headers`` column reaches the decoder only when a
 metadata column reads a header (``FrameSpec.headers``): Spark's Arrow bridge
 is slow on lists of structs, and no frame column is one.
 
-Transport types: Spark's Arrow bridge has no fixed-size binary, uuid or
-time, so those travel as ``binary``, ``binary`` and ``int64`` microseconds
-(:func:`to_transport`); :func:`from_transport` restores the table's types on
-the writer side. Every transport field is nullable: a stats row has no row.
+Columns travel in Spark's transport types (:mod:`ingest.transport`); every
+frame field is nullable: a stats row has no row.
 """
 
 from __future__ import annotations
@@ -37,7 +35,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -53,20 +51,9 @@ from ingest.decode_batch import (
     decode_batch,
 )
 from ingest.mapping import HEADER_PREFIX
-from table.arrow_schema import rebased, type_to_arrow
-from table.partitioning import PartitionSpec, partition_spec_from_json
+from ingest.transport import to_transport, transport_fields
+from table.partitioning import PartitionSpec, partition_columns, partition_spec_from_json
 from table.schema import Schema
-from table.types import (
-    FixedType,
-    IcebergType,
-    ListType,
-    MapType,
-    PrimitiveType,
-    StructType,
-    TimestamptzType,
-    TimeType,
-    UUIDType,
-)
 
 TOPIC_COLUMN = "_floe_topic"
 PKEY_COLUMN = "_floe_pkey"
@@ -86,27 +73,8 @@ _PKEY_NULL = b"\x00"
 
 
 # ---------------------------------------------------------------------------
-# Transport types
+# The frame's schema
 # ---------------------------------------------------------------------------
-
-
-def transport_type(t: IcebergType) -> pa.DataType:
-    """The Arrow type ``t`` travels as through Spark (no field ids, all nullable)."""
-    if isinstance(t, StructType):
-        return pa.struct([pa.field(f.name, transport_type(f.field_type)) for f in t.fields])
-    if isinstance(t, ListType):
-        return pa.list_(pa.field("element", transport_type(t.element_type)))
-    if isinstance(t, MapType):
-        return pa.map_(transport_type(t.key_type), transport_type(t.value_type))
-    if isinstance(t, (UUIDType, FixedType)):
-        return pa.binary()
-    if isinstance(t, TimeType):
-        return pa.int64()
-    return type_to_arrow(t)
-
-
-def transport_fields(schema: Schema) -> list[pa.Field]:
-    return [pa.field(f.name, transport_type(f.field_type)) for f in schema.fields]
 
 
 def frame_arrow_schema(schema: Schema) -> pa.Schema:
@@ -121,102 +89,18 @@ def frame_spark_schema(schema: Schema) -> Any:
     return from_arrow_schema(frame_arrow_schema(schema), prefer_timestamp_ntz=True)
 
 
-Leaf = Callable[[pa.Array, PrimitiveType], pa.Array]
-
-
-def _convert(array: pa.Array, t: IcebergType, leaf: Leaf) -> pa.Array:
-    """Rebuild ``array`` of Iceberg type ``t`` with ``leaf`` applied to every primitive."""
-    if isinstance(t, StructType):
-        children = [_convert(array.field(i), f.field_type, leaf) for i, f in enumerate(t.fields)]
-        fields = [pa.field(f.name, c.type) for f, c in zip(t.fields, children)]
-        return pa.StructArray.from_arrays(children, fields=fields, mask=_mask(array))
-    if isinstance(t, ListType):
-        offsets, (values,) = rebased(array, array.values)
-        values = _convert(values, t.element_type, leaf)
-        return pa.ListArray.from_arrays(offsets, values, type=pa.list_(pa.field("element", values.type)), mask=_mask(array))
-    if isinstance(t, MapType):
-        offsets, (keys, items) = rebased(array, array.keys, array.items)
-        keys, items = _convert(keys, t.key_type, leaf), _convert(items, t.value_type, leaf)
-        return pa.MapArray.from_arrays(offsets, keys, items, type=pa.map_(keys.type, items.type), mask=_mask(array))
-    assert isinstance(t, PrimitiveType)
-    return leaf(array, t)
-
-
-def _mask(array: pa.Array) -> Optional[pa.Array]:
-    return array.is_null() if array.null_count else None
-
-
-def _has_special(t: IcebergType) -> bool:
-    if isinstance(t, (UUIDType, FixedType, TimeType)):
-        return True
-    if isinstance(t, StructType):
-        return any(_has_special(f.field_type) for f in t.fields)
-    if isinstance(t, ListType):
-        return _has_special(t.element_type)
-    if isinstance(t, MapType):
-        return _has_special(t.key_type) or _has_special(t.value_type)
-    return False
-
-
-def _to_transport_leaf(array: pa.Array, t: PrimitiveType) -> pa.Array:
-    if isinstance(array, pa.ExtensionArray):
-        array = array.storage
-    if isinstance(t, (UUIDType, FixedType)):
-        return array.cast(pa.binary())
-    if isinstance(t, TimeType):
-        return array.cast(pa.int64())
-    return array
-
-
-def _from_transport_leaf(array: pa.Array, t: PrimitiveType) -> pa.Array:
-    if isinstance(t, UUIDType):
-        return pa.ExtensionArray.from_storage(pa.uuid(), array.cast(pa.binary(16)))
-    if isinstance(t, FixedType):
-        return array.cast(pa.binary(t.length))
-    if isinstance(t, TimeType):
-        return array.cast(pa.time64("us"))
-    if isinstance(t, TimestamptzType):
-        return array.cast(pa.timestamp("us", tz="UTC"))
-    return array
-
-
-def to_transport(array: pa.Array, t: IcebergType) -> pa.Array:
-    """A column in the table's Arrow type -> its transport type."""
-    if not _has_special(t):
-        return array.cast(transport_type(t)) if array.type != transport_type(t) else array
-    return _convert(array, t, _to_transport_leaf)
-
-
-def from_transport(array: pa.Array, t: IcebergType) -> pa.Array:
-    """A column as Spark hands it back -> the table's types (field ids are set later)."""
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
-    return _convert(array, t, _from_transport_leaf)
-
-
 # ---------------------------------------------------------------------------
 # Partition keys (routing only)
 # ---------------------------------------------------------------------------
 
 
-def source_array(batch: pa.RecordBatch, schema: Schema, source_id: int) -> pa.Array:
-    """The column (perhaps nested in structs) with field id ``source_id``."""
-    path = schema.find_column_name(source_id).split(".")
-    array = batch.column(path[0])
-    for name in path[1:]:
-        array = pc.struct_field(array, name)
-    return array
-
-
-def partition_keys(batch: pa.RecordBatch, schema: Schema, spec: PartitionSpec) -> pa.Array:
-    """Each row's partition tuple as bytes: equal tuples, equal keys. Only for routing rows."""
+def partition_routing_keys(batch: pa.RecordBatch, schema: Schema, spec: PartitionSpec) -> pa.Array:
+    """Each row's partition tuple (:func:`table.partitioning.partition_columns`) as
+    bytes, for Spark to repartition by: equal tuples, equal keys."""
     if not spec.fields:
         return pa.nulls(batch.num_rows, pa.binary())
     parts = []
-    for field in spec.fields:
-        values = field.transform.apply_arrow(source_array(batch, schema, field.source_id))
-        if isinstance(values, pa.ExtensionArray):
-            values = values.storage
+    for values in partition_columns(batch, schema, spec):
         if not (pa.types.is_binary(values.type) or pa.types.is_fixed_size_binary(values.type)):
             values = pc.cast(values, pa.string())
         parts.append(pc.cast(values, pa.binary()))
@@ -360,7 +244,7 @@ def _rows_frame(
 ) -> pa.RecordBatch:
     n = rows.num_rows
     columns = [to_transport(rows.column(f.name), f.field_type) for f in schema.fields]
-    pkeys = partition_keys(rows, schema, spec)
+    pkeys = partition_routing_keys(rows, schema, spec)
     if spec.fields and not keyed_deletes:
         is_delete = pc.equal(rows.column(OP_COLUMN), pa.scalar(int(Op.DELETE), pa.int8()))
         pkeys = pc.if_else(is_delete, pa.scalar(None, pa.binary()), pkeys)

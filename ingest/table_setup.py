@@ -27,9 +27,10 @@ from commit.identifiers import to_table_identifier
 from commit.snapshot_producer import MetadataCommitter
 from commit.snapshot_producer import WrittenFiles as MetadataFiles
 from ingest.job import TableSpec, as_dict
+from table import properties
 from table.errors import SchemaError
 from table.io import FileIO
-from table.metadata import DELETE_AFTER_COMMIT, TableMetadata
+from table.metadata import TableMetadata
 from table.partitioning import UNPARTITIONED_SPEC
 from table.schema import Schema
 from table.types import StructType
@@ -62,7 +63,7 @@ def job_schema(table: TableSpec) -> Schema:
     return Schema(*schema.fields, schema_id=schema.schema_id, identifier_field_ids=ids)
 
 
-STREAMING_TABLE_DEFAULTS = {DELETE_AFTER_COMMIT: "true"}
+STREAMING_TABLE_DEFAULTS = {properties.METADATA_DELETE_AFTER_COMMIT.key: "true"}
 """Properties of a table Floe creates, where the job does not set them."""
 
 

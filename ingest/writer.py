@@ -13,11 +13,12 @@ by table partition and sorted by it and the table's sort order. For each row:
   rows of its key (spec: "Scan Planning").
 
 Stats rows of the frame (:mod:`ingest.frame`) are not written: they are
-passed on to the output as ``stats`` rows. Files roll at the table's
-``write.target-file-size-bytes`` (deletes at
-``write.delete.target-file-size-bytes``). With clustered input a partition's
-files are closed as soon as its rows are done, so memory holds one row group
-buffer, not one per partition. Only serialized ``DataFile`` metadata leaves
+passed on to the output as ``stats`` rows. Files are written with the
+table's writer options (roll at ``write.target-file-size-bytes``, deletes at
+``write.delete.target-file-size-bytes``) by :mod:`table.parquet.partitioned`'s
+fan-out writer. With clustered input a partition's files are closed as soon
+as its rows are done, so memory holds one row group buffer, not one per
+partition. Only serialized ``DataFile`` metadata leaves
 the task (:data:`WRITTEN_SCHEMA`); on failure every file the task wrote is
 deleted before the error propagates.
 """
@@ -34,26 +35,18 @@ import pyarrow.compute as pc
 
 from ingest.changes import Op
 from ingest.decode_batch import OP_COLUMN
-from ingest.frame import STATS_COLUMN, from_transport, stats_rows
+from ingest.frame import STATS_COLUMN, stats_rows
+from ingest.transport import table_batch
 from table.arrow_schema import cast_to_schema
-from table.deletes import EqualityDeleteWriter
+from table.deletes.writers import EqualityDeleteWriter
 from table.io import FileIO
+from table.locations import data_location
 from table.manifest import DataFile, DataFileContent
 from table.metadata import TableMetadata
-from table.parquet import DataFileWriter, FileNameFactory, split_by_partition
+from table.parquet.partitioned import PartitionedWriter
+from table.parquet.writer import DataFileWriter, FileNameFactory, WriterOptions
 from table.partitioning import PartitionSpec, partition_spec_from_json
 from table.schema import Schema, schema_from_json
-from table.types import StructType
-
-TARGET_FILE_SIZE = "write.target-file-size-bytes"
-DELETE_TARGET_FILE_SIZE = "write.delete.target-file-size-bytes"
-COMPRESSION = "write.parquet.compression-codec"
-COMPRESSION_LEVEL = "write.parquet.compression-level"
-ROW_GROUP_BYTES = "write.parquet.row-group-size-bytes"
-DATA_PATH = "write.data.path"
-DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024  # Iceberg's defaults
-DEFAULT_DELETE_TARGET_FILE_SIZE = 64 * 1024 * 1024
-DEFAULT_ROW_GROUP_BYTES = 128 * 1024 * 1024
 
 DATA, EQUALITY_DELETES, DELETED_KEYS, STATS = "data", "equality_deletes", "deleted_keys", "stats"
 WRITTEN_SCHEMA = pa.schema(
@@ -72,7 +65,8 @@ class WriteTask:
     ``equality_ids`` is empty in append mode. ``delete_spec`` is the spec of
     equality delete files: the table's spec when ``keyed_deletes``, else an
     unpartitioned spec of the table. ``sort_order_id`` is set when the input
-    is sorted by the table's sort order.
+    is sorted by the table's sort order. ``writer`` holds the table's file
+    writing properties (:meth:`table.parquet.writer.WriterOptions.for_table`).
     """
 
     schema: str
@@ -82,11 +76,7 @@ class WriteTask:
     delete_spec: str = ""
     keyed_deletes: bool = False
     clustered: bool = False
-    target_file_size: int = DEFAULT_TARGET_FILE_SIZE
-    delete_target_file_size: int = DEFAULT_DELETE_TARGET_FILE_SIZE
-    row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
-    compression: str = "zstd"
-    compression_level: Optional[int] = None
+    writer: WriterOptions = WriterOptions()
     sort_order_id: Optional[int] = None
 
     @classmethod
@@ -99,23 +89,18 @@ class WriteTask:
         sorted_by_order: bool,
     ) -> WriteTask:
         """The task for ``metadata``'s current schema, default spec and write properties."""
-        schema, spec, props = metadata.schema(), metadata.spec(), metadata.properties
+        schema, spec = metadata.schema(), metadata.spec()
         keyed = keys_determine_partition(spec, equality_ids)
         delete_spec = spec if keyed or not equality_ids else unpartitioned_spec(metadata)
-        level = props.get(COMPRESSION_LEVEL)
         return cls(
             schema=json.dumps(schema.to_json()),
             spec=json.dumps(spec.to_json()),
-            data_location=props.get(DATA_PATH, f"{metadata.location}/data").rstrip("/"),
+            data_location=data_location(metadata),
             equality_ids=tuple(equality_ids),
             delete_spec=json.dumps(delete_spec.to_json()),
             keyed_deletes=keyed,
             clustered=clustered,
-            target_file_size=int(props.get(TARGET_FILE_SIZE, DEFAULT_TARGET_FILE_SIZE)),
-            delete_target_file_size=int(props.get(DELETE_TARGET_FILE_SIZE, DEFAULT_DELETE_TARGET_FILE_SIZE)),
-            row_group_bytes=int(props.get(ROW_GROUP_BYTES, DEFAULT_ROW_GROUP_BYTES)),
-            compression=props.get(COMPRESSION, "zstd").lower(),
-            compression_level=None if level is None else int(level),
+            writer=WriterOptions.for_table(metadata),
             sort_order_id=metadata.default_sort_order_id if sorted_by_order else None,
         )
 
@@ -142,35 +127,6 @@ def unpartitioned_spec(metadata: TableMetadata) -> PartitionSpec:
 # ---------------------------------------------------------------------------
 
 
-class _Writers:
-    """Open writers by partition, and the DataFiles of the closed ones."""
-
-    def __init__(self, make) -> None:  # make(partition) -> writer with write/close/abort
-        self._make = make
-        self.open: dict[tuple, object] = {}
-        self.closed: list[DataFile] = []
-        self._all: list[object] = []
-
-    def write(self, partition: tuple, rows: pa.RecordBatch) -> None:
-        writer = self.open.get(partition)
-        if writer is None:
-            writer = self.open[partition] = self._make(partition)
-            self._all.append(writer)
-        writer.write(rows)  # type: ignore[attr-defined]
-
-    def close_except(self, keep: set) -> None:
-        for partition in [p for p in self.open if p not in keep]:
-            self.closed.extend(self.open.pop(partition).close())  # type: ignore[attr-defined]
-
-    def close(self) -> list[DataFile]:
-        self.close_except(set())
-        return self.closed
-
-    def abort(self) -> None:
-        for writer in self._all:
-            writer.abort()  # type: ignore[attr-defined]
-
-
 class TaskWriter:
     """Writes one task's rows; :meth:`finish` returns the written files, :meth:`abort` deletes them."""
 
@@ -179,24 +135,25 @@ class TaskWriter:
         self.schema = schema_from_json(json.loads(task.schema))
         self.spec = partition_spec_from_json(json.loads(task.spec))
         self.deleted_keys = 0
-        options: dict[str, Any] = dict(row_group_bytes=task.row_group_bytes, compression=task.compression,
-                                       compression_level=task.compression_level, file_name_factory=names)
-        self.data = _Writers(lambda p: DataFileWriter(
+        data_options = task.writer.for_data()
+        self.data = PartitionedWriter(self.schema, self.spec, lambda p: DataFileWriter(
             io, task.data_location, self.schema, self.spec, p,
-            target_file_size_bytes=task.target_file_size, sort_order_id=task.sort_order_id, **options))
+            file_name_factory=names, sort_order_id=task.sort_order_id, **data_options))
         self.delete_schema: Optional[Schema] = None
         if task.equality_ids:
             self.delete_schema = self.schema.project(task.equality_ids)
             delete_spec = partition_spec_from_json(json.loads(task.delete_spec))
-            self.deletes = _Writers(lambda p: EqualityDeleteWriter(
+            delete_options = task.writer.for_deletes()
+            self.deletes = PartitionedWriter(self.delete_schema, delete_spec, lambda p: EqualityDeleteWriter(
                 io, task.data_location, self.schema, delete_spec, p, task.equality_ids,
-                target_file_size_bytes=task.delete_target_file_size, **options))
+                file_name_factory=names, **delete_options))
 
     def write(self, batch: pa.RecordBatch) -> None:
+        """Write a batch of transport rows: upserts' images as data, every touched key as a delete."""
         ops = batch.column(OP_COLUMN)
         upserts = pc.equal(ops, pa.scalar(int(Op.UPSERT), ops.type))
         touched_data = self._write_data(batch.filter(upserts))
-        touched_deletes: set = set()
+        touched_deletes: set[Any] = set()
         if self.delete_schema is not None:
             self.deleted_keys += batch.num_rows - (pc.sum(upserts).as_py() or 0)
             touched_deletes = self._write_deletes(batch)
@@ -205,31 +162,18 @@ class TaskWriter:
             if self.delete_schema is not None and self.task.keyed_deletes:
                 self.deletes.close_except(touched_deletes)
 
-    def _write_data(self, rows: pa.RecordBatch) -> set:
+    def _write_data(self, rows: pa.RecordBatch) -> set[Any]:
         if rows.num_rows == 0:
             return set()
         return self.write_table_rows(table_batch(rows, self.schema))
 
-    def write_table_rows(self, rows: pa.RecordBatch) -> set:
+    def write_table_rows(self, rows: pa.RecordBatch) -> set[Any]:
         """Append rows already in the table's Arrow types (by name); the partitions touched."""
-        table_rows = cast_to_schema(rows, self.schema)
-        touched = set()
-        for partition, part in split_by_partition(table_rows, self.schema, self.spec):
-            self.data.write(partition, part)
-            touched.add(partition)
-        return touched
+        return self.data.write(cast_to_schema(rows, self.schema))
 
-    def _write_deletes(self, rows: pa.RecordBatch) -> set:
+    def _write_deletes(self, rows: pa.RecordBatch) -> set[Any]:
         assert self.delete_schema is not None
-        keys = cast_to_schema(table_batch(rows, self.delete_schema), self.delete_schema)
-        if not self.task.keyed_deletes:
-            self.deletes.write((), keys)
-            return {()}
-        touched = set()
-        for partition, part in split_by_partition(keys, self.delete_schema, self.spec):
-            self.deletes.write(partition, part)
-            touched.add(partition)
-        return touched
+        return self.deletes.write(cast_to_schema(table_batch(rows, self.delete_schema), self.delete_schema))
 
     def finish(self) -> tuple[list[DataFile], list[DataFile]]:
         data = self.data.close()
@@ -240,27 +184,6 @@ class TaskWriter:
         self.data.abort()
         if self.delete_schema is not None:
             self.deletes.abort()
-
-
-def table_batch(rows: pa.RecordBatch, schema: Schema) -> pa.RecordBatch:
-    """The columns of ``schema`` (pruned structs included) from a transport batch, in table types."""
-    arrays, names = [], []
-    for field in schema.fields:
-        arrays.append(from_transport(_prune(rows.column(field.name), field.field_type), field.field_type))
-        names.append(field.name)
-    return pa.RecordBatch.from_arrays(arrays, names=names)
-
-
-def _prune(array: pa.Array, t) -> pa.Array:
-    """A struct column cut down to the fields of ``t`` (a projected key schema)."""
-    if not isinstance(t, StructType) or not pa.types.is_struct(array.type):
-        return array
-    names = [array.type.field(i).name for i in range(array.type.num_fields)]
-    if names == [f.name for f in t.fields]:
-        return array
-    children = [_prune(array.field(f.name), f.field_type) for f in t.fields]
-    return pa.StructArray.from_arrays(children, names=[f.name for f in t.fields],
-                                      mask=array.is_null() if array.null_count else None)
 
 
 def write_files(batches: Iterator[pa.RecordBatch], task: WriteTask) -> Iterator[pa.RecordBatch]:

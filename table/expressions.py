@@ -48,6 +48,7 @@ from table.types import (
     UUIDType,
 )
 
+
 class Operation(Enum):
     """A predicate operator."""
 
@@ -602,26 +603,3 @@ def referenced_field_ids(bound: BooleanExpression) -> set[int]:
         return {bound.ref.field_id}
     return set()
 
-
-_MOVED_TO_EVALUATORS = frozenset(
-    {
-        "IN_PREDICATE_LIMIT",
-        "decode_bound",
-        "manifest_might_match",
-        "metrics_might_match",
-        "partition_might_match",
-        "project_to_partition",
-        "row_matches",
-        "to_arrow_filter",
-    }
-)
-
-
-def __getattr__(name: str) -> Any:
-    """The evaluators live in :mod:`table.evaluators`; they stay importable from
-    here, lazily, because that module builds on this one."""
-    if name in _MOVED_TO_EVALUATORS:
-        from table import evaluators
-
-        return getattr(evaluators, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

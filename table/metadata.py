@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, TypeVar
 
+from table import properties as props
 from table.errors import JsonFieldError, NotFoundError, TableError, ValidationError
 from table.partitioning import PARTITION_FIELD_ID_START, PartitionField, PartitionSpec
 from table.schema import MAX_FIELD_ID, Schema, assign_fresh_ids
@@ -27,9 +28,6 @@ MAIN_BRANCH = "main"
 BRANCH = "branch"
 TAG = "tag"
 OPERATIONS = frozenset({"append", "replace", "overwrite", "delete"})
-PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"
-PREVIOUS_VERSIONS_MAX_DEFAULT = 100
-DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
 INITIAL_SPEC_ID = 0
 INITIAL_SCHEMA_ID = 0
 INITIAL_SORT_ORDER_ID = 1
@@ -409,7 +407,7 @@ class TableMetadata:
         ``write.metadata.previous-versions-max`` (100); at least one is kept.
         """
         if max_entries is None:
-            max_entries = self._int_property(PREVIOUS_VERSIONS_MAX, PREVIOUS_VERSIONS_MAX_DEFAULT)
+            max_entries = props.METADATA_PREVIOUS_VERSIONS_MAX.read(self.properties)
         log = self.metadata_log + (MetadataLogEntry(timestamp_ms, previous_file),)
         return replace(self, metadata_log=log[-max(1, max_entries) :])
 
@@ -417,7 +415,7 @@ class TableMetadata:
         """Previous metadata files this version's log names and ``newer``'s no longer does,
         when ``newer`` has ``write.metadata.delete-after-commit.enabled``: the files to
         delete after committing ``newer`` (Iceberg Java does the same); otherwise none."""
-        if newer.properties.get(DELETE_AFTER_COMMIT, "false").strip().lower() != "true":
+        if not props.METADATA_DELETE_AFTER_COMMIT.read(newer.properties):
             return []
         kept = {e.metadata_file for e in newer.metadata_log}
         return [e.metadata_file for e in self.metadata_log if e.metadata_file not in kept]
@@ -425,15 +423,6 @@ class TableMetadata:
     def with_last_updated_ms(self, timestamp_ms: Optional[int] = None) -> TableMetadata:
         """Stamp the metadata just before writing it (default: now)."""
         return replace(self, last_updated_ms=_now_ms() if timestamp_ms is None else timestamp_ms)
-
-    def _int_property(self, key: str, default: int) -> int:
-        raw = self.properties.get(key)
-        if raw is None:
-            return default
-        try:
-            return int(raw)
-        except ValueError:
-            raise ValidationError(f"table property {key!r} must be an integer, got {raw!r}") from None
 
     # -- JSON -----------------------------------------------------------------
 
@@ -663,17 +652,3 @@ def parse_metadata_version(path: str) -> int:
     match = _VERSIONED_NAME.match(name) or _HADOOP_NAME.match(name)
     return int(match.group(1)) if match else -1
 
-
-_MOVED_TO_METADATA_JSON = frozenset(
-    {"parse_table_metadata", "table_metadata_from_json", "read_table_metadata", "write_table_metadata"}
-)
-
-
-def __getattr__(name: str) -> Any:
-    """The metadata file functions live in :mod:`table.metadata_json`; they stay
-    importable from here, lazily, because that module builds on this one."""
-    if name in _MOVED_TO_METADATA_JSON:
-        from table import metadata_json
-
-        return getattr(metadata_json, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

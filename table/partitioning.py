@@ -9,9 +9,14 @@ for building specs, ``as_struct()``.
 
 from __future__ import annotations
 
+import math
 import string
+import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from table.errors import ROOT_FIELD, JsonFieldError, NotFoundError, SchemaError, TableError, ValidationError
 from table.transforms import (
@@ -22,7 +27,17 @@ from table.transforms import (
     VoidTransform,
     parse_transform,
 )
-from table.types import IcebergType, IntegerType, NestedField, StructType
+from table.types import (
+    DateType,
+    IcebergType,
+    IntegerType,
+    NestedField,
+    StructType,
+    TimestampType,
+    TimestamptzType,
+    TimeType,
+    UUIDType,
+)
 
 PARTITION_FIELD_ID_START = 1000
 """First partition field id; ids below it belong to schema columns in v1 tables."""
@@ -412,3 +427,111 @@ def evolve_partition_spec(
         fields.append(PartitionField(r.source.field_id, next_id, r.transform, name))
     spec_id = max((s.spec_id for s in current_specs), default=-1) + 1
     return _validated(schema, spec_id, fields)
+
+
+# --------------------------------------------------------------------------
+# Partition tuples as dictionary keys
+# --------------------------------------------------------------------------
+
+_NAN_KEY = object()
+
+
+def partition_key(spec_id: int, partition: Sequence[Any]) -> tuple[int, tuple[Any, ...]]:
+    """A dictionary key for a (spec, partition tuple) in which NaN equals NaN.
+
+    ``float("nan") != float("nan")``, so a tuple holding NaN is never found
+    again in a dict; a NaN partition value (identity of a float column) is a
+    real partition, and every place that groups files by partition uses this.
+    """
+    values = tuple(_NAN_KEY if isinstance(v, float) and math.isnan(v) else v for v in partition)
+    return (spec_id, values)
+
+
+# --------------------------------------------------------------------------
+# Routing rows to their partition (Arrow)
+# --------------------------------------------------------------------------
+
+
+def partition_columns(batch: pa.RecordBatch, schema: Any, spec: PartitionSpec) -> list[pa.Array]:
+    """Every row's partition tuple, column-wise: ``transform(source column)`` per
+    partition field, computed by Arrow kernels (extension types as their storage).
+
+    The one routing function: the writers split rows by these values, and
+    ingest turns them into the key it repartitions by. Source columns are
+    found by name through structs, as ``schema`` names them.
+    """
+    struct = schema.as_struct()
+    return [_transformed(batch, struct, f) for f in spec.fields]
+
+
+def split_by_partition(
+    batch: pa.RecordBatch, schema: Any, spec: PartitionSpec
+) -> Iterator[tuple[tuple[Any, ...], pa.RecordBatch]]:
+    """The rows of ``batch`` grouped by partition tuple, row order kept within a group.
+
+    Tuples are in the shared Python representation (docs/table-api.md).
+    """
+    if not spec.fields:
+        yield (), batch
+        return
+    if batch.num_rows == 0:
+        return
+    names = [f"p{i}" for i in range(len(spec.fields))]
+    keys = dict(zip(names, partition_columns(batch, schema, spec)))
+    keys["__row"] = pa.arange(0, batch.num_rows)
+    # Single-threaded so each group's row list keeps the batch order.
+    groups = pa.table(keys).group_by(names, use_threads=False).aggregate([("__row", "list")])
+    result_types = [f.field_type for f in spec.partition_type(schema).fields]
+    columns = [_python_values(groups.column(name), t) for name, t in zip(names, result_types)]
+    rows = groups.column("__row_list")
+    for g in range(groups.num_rows):
+        yield tuple(c[g] for c in columns), batch.take(rows[g].values)
+
+
+def _transformed(batch: pa.RecordBatch, struct: StructType, partition_field: PartitionField) -> pa.Array:
+    source = _source_array(batch, struct, partition_field.source_id)
+    if source is None:
+        raise SchemaError(
+            f"partition field {partition_field.name!r}: source field id {partition_field.source_id} "
+            "is not a column reachable through structs"
+        )
+    values = partition_field.transform.apply_arrow(source)
+    if isinstance(values, pa.ExtensionArray):  # e.g. arrow.uuid: group-by needs the storage
+        values = values.storage
+    return values
+
+
+def _source_array(batch: pa.RecordBatch, struct: StructType, source_id: int) -> Optional[pa.Array]:
+    chain = _name_chain(struct, source_id)
+    if chain is None:
+        return None
+    index = batch.schema.get_field_index(chain[0])
+    if index < 0:
+        raise SchemaError(f"partition source column {chain[0]!r} is not in the batch (columns: {batch.schema.names})")
+    array = batch.column(index)
+    for name in chain[1:]:
+        array = pc.struct_field(array, name)  # a parent's null makes the child null
+    return array
+
+
+def _name_chain(struct: StructType, field_id: int) -> Optional[list[str]]:
+    for child in struct.fields:
+        if child.field_id == field_id:
+            return [child.name]
+        if isinstance(child.field_type, StructType):
+            rest = _name_chain(child.field_type, field_id)
+            if rest is not None:
+                return [child.name, *rest]
+    return None
+
+
+def _python_values(column: pa.ChunkedArray, result_type: IcebergType) -> list[Any]:
+    """Partition values in the shared Python representation (docs/table-api.md)."""
+    if isinstance(result_type, DateType):
+        column = column.cast(pa.int32())
+    elif isinstance(result_type, (TimeType, TimestampType, TimestamptzType)):
+        column = column.cast(pa.int64())
+    values = column.to_pylist()
+    if isinstance(result_type, UUIDType):
+        return [v if v is None or isinstance(v, uuid.UUID) else uuid.UUID(bytes=v) for v in values]
+    return values

@@ -1,9 +1,13 @@
 """The merge-on-read reader: live rows of planned scan tasks (spec "Scan Planning").
 
-For each task the data file is read by field id (:mod:`table.projection`),
-its delete files are applied while it streams (:mod:`table.delete_filter`),
+For each task the data file is read by field id (:mod:`table.parquet.projection`),
+its delete files are applied while it streams (:mod:`table.deletes.filter`),
 then the row filter and the task's residual. Columns needed only for deletes
 or the filter are read and dropped before the batch is returned.
+
+With ``with_positions`` every batch also carries the ``_pos`` metadata column
+(:data:`table.schema.ROW_POSITION`): each live row's position in its data
+file, which compaction needs to map deletes onto the files it writes.
 """
 
 from __future__ import annotations
@@ -12,21 +16,17 @@ from typing import Iterable, Iterator, Optional, Sequence
 
 import pyarrow as pa
 
-from table.delete_filter import (
-    DEFAULT_KEY_CACHE_BYTES,
-    DeleteFilter,
-    DeleteKeyCache,
-    dropped_key_field,
-    equality_key_ids,
-)
+from table.arrow_schema import field_to_arrow
+from table.deletes.equality import DEFAULT_KEY_CACHE_BYTES, DeleteKeyCache, dropped_key_field, equality_key_ids
+from table.deletes.filter import DeleteFilter
 from table.errors import ValidationError
 from table.evaluators import to_arrow_filter
 from table.expressions import ALWAYS_TRUE, BooleanExpression, and_, bind, referenced_field_ids
 from table.io import FileIO
 from table.manifest import DataFile
-from table.projection import DEFAULT_BATCH_SIZE, ParquetFile, project_batch
-from table.scan import FileScanTask
-from table.schema import Schema
+from table.parquet.projection import DEFAULT_BATCH_SIZE, ParquetFile, project_batch
+from table.schema import ROW_POSITION, Schema
+from table.tasks import FileScanTask
 
 DEFAULT_MAX_EQUALITY_KEYS = 1_000_000
 
@@ -41,28 +41,36 @@ def read_tasks(
     batch_size: int = DEFAULT_BATCH_SIZE,
     max_equality_keys: int = DEFAULT_MAX_EQUALITY_KEYS,
     key_cache_bytes: int = DEFAULT_KEY_CACHE_BYTES,
+    key_cache: Optional[DeleteKeyCache] = None,
+    with_positions: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """The live rows of every task that match ``row_filter`` (and the task's
-    residual), as batches of ``projected_schema``.
+    residual), as batches of ``projected_schema`` (plus ``_pos`` last, when
+    ``with_positions``), in file order.
 
     ``table_schema`` is the schema the scan reads with (default: the projected
     one); the filter and equality delete columns may use any of its columns.
-    The tasks share a :class:`DeleteKeyCache` of ``key_cache_bytes``, so an
-    equality delete file that applies to many data files is read once.
+    The tasks share a :class:`DeleteKeyCache` (``key_cache``, else a new one
+    of ``key_cache_bytes``), so an equality delete file that applies to many
+    data files is read once.
     """
     schema = table_schema if table_schema is not None else projected_schema
     if batch_size <= 0 or max_equality_keys <= 0:
         raise ValidationError("batch_size and max_equality_keys must be positive")
     bound = bind(row_filter, schema)
-    key_cache = DeleteKeyCache(key_cache_bytes)
+    shared = key_cache if key_cache is not None else DeleteKeyCache(key_cache_bytes)
+    output = positioned_schema(projected_schema) if with_positions else projected_schema
     for task in tasks:
         residual = bound
         if task.residual not in (ALWAYS_TRUE, bound):
             residual = and_(bound, bind(task.residual, schema))
-        task_reader = _TaskReader(
-            io, task, schema, projected_schema, residual, batch_size, max_equality_keys, key_cache
-        )
-        yield from task_reader.batches()
+        task_reader = _TaskReader(io, task, schema, output, residual, batch_size, max_equality_keys, shared)
+        yield from task_reader.batches(with_positions)
+
+
+def positioned_schema(schema: Schema) -> Schema:
+    """``schema`` plus the ``_pos`` metadata column, last."""
+    return Schema(*schema.fields, ROW_POSITION, schema_id=schema.schema_id)
 
 
 class _TaskReader:
@@ -73,7 +81,7 @@ class _TaskReader:
         io: FileIO,
         task: FileScanTask,
         schema: Schema,
-        projected: Schema,
+        output: Schema,
         residual: BooleanExpression,
         batch_size: int,
         max_equality_keys: int,
@@ -82,42 +90,51 @@ class _TaskReader:
         self.io = io
         self.task = task
         self.key_cache = key_cache
-        self.projected = projected
+        self.output = output
         self.residual = residual
         self.max_equality_keys = max_equality_keys
         key_ids = equality_key_ids(task.equality_deletes)
-        self.read_schema = _read_schema(schema, projected, residual, key_ids, task.equality_deletes, io)
+        self.read_schema = _read_schema(schema, output, residual, key_ids, task.equality_deletes, io)
         self.data = ParquetFile(io, task.data_file, batch_size)
 
-    def batches(self) -> Iterator[pa.RecordBatch]:
+    def batches(self, with_positions: bool) -> Iterator[pa.RecordBatch]:
         deletes = DeleteFilter.load(
             self.io, self.task, self.read_schema, self.data, self.max_equality_keys, self.key_cache
         )
         arrow_filter = None if self.residual is ALWAYS_TRUE else to_arrow_filter(self.residual)
         for start, batch in self.data.batches(self.read_schema):
+            if with_positions:
+                batch = _with_positions(batch, start)
             batch = deletes.apply(batch, start)
             if arrow_filter is not None:
                 batch = batch.filter(arrow_filter)
             if batch.num_rows:
-                yield project_batch(batch, self.projected, self.data.path)
+                yield project_batch(batch, self.output, self.data.path)
+
+
+def _with_positions(batch: pa.RecordBatch, start: int) -> pa.RecordBatch:
+    positions = pa.arange(start, start + batch.num_rows)
+    fields = [*batch.schema, field_to_arrow(ROW_POSITION)]
+    return pa.RecordBatch.from_arrays([*batch.columns, positions], schema=pa.schema(fields))
 
 
 def _read_schema(
     schema: Schema,
-    projected: Schema,
+    output: Schema,
     residual: BooleanExpression,
     key_ids: set[int],
     equality_deletes: Sequence[DataFile],
     io: FileIO,
 ) -> Schema:
-    """The projected columns plus those the filter and the deletes need.
+    """The output columns plus those the filter and the deletes need (``_pos`` is not read).
 
     An equality column that was dropped from the table is still applied (spec
     "Equality Delete Files"): it is read under a hidden top-level name with
     the type the delete file stores.
     """
-    wanted = set(projected.field_ids) | referenced_field_ids(residual) | (key_ids & schema.field_ids)
+    stored = set(output.field_ids) - {ROW_POSITION.field_id}
+    wanted = stored | referenced_field_ids(residual) | (key_ids & schema.field_ids)
     base = schema.project(wanted)
     dropped = sorted(key_ids - schema.field_ids)
     extra = [dropped_key_field(io, field_id, equality_deletes) for field_id in dropped]
-    return Schema(*base.fields, *extra) if extra else base
+    return Schema(*base.fields, *extra, schema_id=schema.schema_id) if extra else base

@@ -45,6 +45,8 @@ DELETE_FILE_ROW_ID = 2147483544  # row column of position delete files
 
 DELETE_FILE_PATH = NestedField(DELETE_FILE_PATH_ID, "file_path", StringType(), required=True)
 DELETE_FILE_POS = NestedField(DELETE_FILE_POS_ID, "pos", LongType(), required=True)
+ROW_POSITION = NestedField(POS_COLUMN_ID, "_pos", LongType(), required=True)
+"""The ``_pos`` metadata column: a row's position in the data file it was read from."""
 
 FieldRef = Union[str, int]
 """A column named by its dotted name or by its field id."""
@@ -524,12 +526,3 @@ def _fresh_type(t: IcebergType, next_id: Callable[[], int], id_map: dict[int, in
         return MapType(key_id, key_type, value_id, value_type, t.value_required)
     return t
 
-
-def __getattr__(name: str) -> Any:
-    """``SchemaUpdate`` and ``is_promotion`` live in :mod:`table.schema_evolution`;
-    they stay importable from here, lazily, because that module builds on this one."""
-    if name in ("SchemaUpdate", "is_promotion"):
-        from table import schema_evolution
-
-        return getattr(schema_evolution, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

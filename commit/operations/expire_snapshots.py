@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional
 
 from commit.catalog import Catalog, LoadedTable
+from commit.errors import CommitStateUnknown, commit_property
 from commit.identifiers import TableIdentifierLike, to_table_identifier
-from commit.retry import int_property
 from commit.snapshot_producer import BeforeCommit, CommittedMetadata, MetadataCommitter, WrittenFiles
-from commit.errors import CommitStateUnknown
+from table import properties
 from table.errors import TableError
 from table.io import FileIO
 from table.manifest import DataFileContent, ManifestEntryStatus, ManifestFile, read_manifest_entries, read_manifest_list
@@ -40,12 +40,6 @@ from table.metadata import MAIN_BRANCH, Snapshot, SnapshotRef, TableMetadata
 
 log = logging.getLogger(__name__)
 
-MAX_SNAPSHOT_AGE_MS = "history.expire.max-snapshot-age-ms"
-MAX_SNAPSHOT_AGE_MS_DEFAULT = 5 * 24 * 60 * 60 * 1000
-MIN_SNAPSHOTS_TO_KEEP = "history.expire.min-snapshots-to-keep"
-MIN_SNAPSHOTS_TO_KEEP_DEFAULT = 1
-MAX_REF_AGE_MS = "history.expire.max-ref-age-ms"
-MAX_REF_AGE_MS_DEFAULT = 2**63 - 1
 
 
 # --------------------------------------------------------------------------
@@ -71,12 +65,12 @@ class Retention:
         retain_last: Optional[int] = None,
     ) -> Retention:
         props = metadata.properties
-        max_age = int_property(props, MAX_SNAPSHOT_AGE_MS, MAX_SNAPSHOT_AGE_MS_DEFAULT)
+        max_age = commit_property(properties.MAX_SNAPSHOT_AGE_MS, props)
         return cls(
             now_ms=now_ms,
             expire_older_than_ms=now_ms - max_age if older_than_ms is None else older_than_ms,
-            min_snapshots_to_keep=max(1, retain_last or int_property(props, MIN_SNAPSHOTS_TO_KEEP, MIN_SNAPSHOTS_TO_KEEP_DEFAULT)),
-            max_ref_age_ms=int_property(props, MAX_REF_AGE_MS, MAX_REF_AGE_MS_DEFAULT),
+            min_snapshots_to_keep=max(1, retain_last or commit_property(properties.MIN_SNAPSHOTS_TO_KEEP, props)),
+            max_ref_age_ms=commit_property(properties.MAX_REF_AGE_MS, props),
         )
 
 

@@ -23,10 +23,10 @@ from typing import Iterable, Optional, Sequence
 
 from commit.errors import InvalidArgument
 from commit.operations.base import FileChangeOperation, FileOrPath
-from commit.operations.deleted_positions import deleted_positions
 from commit.operations.errors import ReplacedFilesTooNew, RewriteConflict
 from commit.operations.validation import Change, new_deletes_for, snapshots_since
 from commit.snapshot_producer import Attempt
+from table.deletes.positions import deleted_positions
 from table.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntry
 from table.metadata import Snapshot
 

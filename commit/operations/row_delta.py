@@ -24,8 +24,8 @@ from commit.operations.errors import MissingReferencedDataFiles
 from commit.operations.manifest_filter import ManifestFilter
 from commit.operations.validation import removed_data_files
 from commit.snapshot_producer import Attempt
+from table.deletes.index import referenced_data_file
 from table.manifest import DataFile, DataFileContent, ManifestContent
-from table.scan import referenced_data_file
 
 
 class RowDelta(FileChangeOperation, ConflictChecks):

@@ -18,11 +18,18 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator, Optional, Sequence
 
 from commit.operations.errors import InvalidStartingSnapshot
+from table.deletes.index import DeleteFileIndex
 from table.expressions import BooleanExpression, bind
 from table.io import FileIO
-from table.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus, read_manifest_entries, read_manifest_list
+from table.manifest import (
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    read_manifest_entries,
+    read_manifest_list,
+)
 from table.metadata import Snapshot, TableMetadata
-from table.scan import DeleteFileIndex, FilePruner
+from table.scan import FilePruner
 
 NEW_DATA_OPERATIONS = frozenset({"append", "overwrite"})
 NEW_DELETE_OPERATIONS = frozenset({"overwrite", "delete"})

@@ -24,16 +24,14 @@ lease keeps it from running at the same time).
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional
-
-import pyarrow.compute as pc
 
 from commit.catalog import Catalog
 from commit.identifiers import TableIdentifierLike, to_table_identifier
 from commit.operations.delete_files import DeleteFiles
 from commit.snapshot_producer import BeforeCommit, SnapshotProducer
+from table.deletes.positions import referenced_data_files
 from table.errors import MalformedFileError
 from table.io import FileIO
 from table.manifest import (
@@ -45,30 +43,9 @@ from table.manifest import (
     read_manifest_list,
 )
 from table.metadata import Snapshot, TableMetadata
-from table.projection import check_ids, id_of, open_parquet, require_parquet
-from table.scan import referenced_data_file
-from table.schema import DELETE_FILE_PATH_ID
+from table.partitioning import partition_key
 
 log = logging.getLogger(__name__)
-
-_NAN = object()
-
-
-def referenced_data_files(io: FileIO, delete_file: DataFile) -> frozenset[str]:
-    """The data files a position delete file names: from its bounds, else its ``file_path`` column."""
-    single = referenced_data_file(delete_file)
-    if single is not None:
-        return frozenset({single})
-    require_parquet(delete_file)
-    path = delete_file.file_path
-    with open_parquet(io, path) as parquet:
-        check_ids(parquet.schema_arrow, path)
-        names = [f.name for f in parquet.schema_arrow if id_of(f) == DELETE_FILE_PATH_ID]
-        if not names:
-            raise MalformedFileError(path, "file_path", f"no column with field id {DELETE_FILE_PATH_ID}")
-        column = parquet.read(columns=names, use_threads=False).column(0)
-    return frozenset(pc.unique(column).to_pylist())
-
 
 # --------------------------------------------------------------------------
 # Which deletes dangle (pure, given the live entries)
@@ -81,10 +58,6 @@ class LiveFile:
 
     sequence_number: int
     data_file: DataFile
-
-
-def _partition_key(f: DataFile) -> tuple[int, tuple[Any, ...]]:
-    return (f.spec_id, tuple(_NAN if isinstance(v, float) and math.isnan(v) else v for v in f.partition))
 
 
 @dataclass(frozen=True)
@@ -100,7 +73,7 @@ class DataSequenceBounds:
         by_partition: dict[tuple[int, tuple[Any, ...]], int] = {}
         paths = {}
         for live in data:
-            key = _partition_key(live.data_file)
+            key = partition_key(live.data_file.spec_id, live.data_file.partition)
             by_partition[key] = min(by_partition.get(key, live.sequence_number), live.sequence_number)
             paths[live.data_file.file_path] = live.sequence_number
         overall = min(by_partition.values()) if by_partition else None
@@ -108,7 +81,7 @@ class DataSequenceBounds:
 
     def smallest_for(self, delete_file: DataFile, is_global: bool) -> Optional[int]:
         """The smallest data sequence number the delete could apply to; None when there is no data."""
-        return self.overall if is_global else self.by_partition.get(_partition_key(delete_file))
+        return self.overall if is_global else self.by_partition.get(partition_key(delete_file.spec_id, delete_file.partition))
 
 
 def equality_delete_dangles(delete: LiveFile, bounds: DataSequenceBounds, is_global: bool) -> bool:

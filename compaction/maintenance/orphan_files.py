@@ -21,15 +21,14 @@ from typing import Callable, Iterable, Iterator
 
 from commit.catalog import Catalog
 from commit.identifiers import TableIdentifierLike, to_table_identifier
-from commit.snapshot_producer import METADATA_PATH
 from table.errors import TableError
 from table.io import FileEntry, FileIO, to_fs_path
+from table.locations import table_roots
 from table.manifest import read_manifest_entries, read_manifest_list
 from table.metadata import TableMetadata
 
 log = logging.getLogger(__name__)
 
-DATA_PATH = "write.data.path"
 MIN_ORPHAN_AGE_MS = 24 * 60 * 60 * 1000
 """Below a day, a slow commit's files could be taken for orphans (Iceberg warns likewise)."""
 
@@ -39,16 +38,6 @@ class OrphanResult:
     deleted: tuple[str, ...]
     failed: tuple[str, ...]
     listed: int
-
-
-def table_roots(metadata: TableMetadata) -> list[str]:
-    """The directories the table writes to: its location, and data/metadata paths set elsewhere."""
-    location = metadata.location.rstrip("/")
-    roots = [location]
-    for extra in (metadata.properties.get(DATA_PATH), metadata.properties.get(METADATA_PATH)):
-        if extra and not _under(to_fs_path(extra), to_fs_path(location)):
-            roots.append(extra.rstrip("/"))
-    return roots
 
 
 def referenced_files(io: FileIO, metadata: TableMetadata, metadata_location: str) -> set[str]:
@@ -108,8 +97,4 @@ def remove_orphan_files(
         extra={"table": str(ident), "listed": len(listed), "deleted": len(orphans) - len(failed), "failed": len(failed)},
     )
     return OrphanResult(tuple(p for p in orphans if p not in failed), tuple(failed), len(listed))
-
-
-def _under(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
 

@@ -13,11 +13,11 @@ import pyarrow as pa
 from commit.catalog import Catalog
 from commit.snapshot_producer import SnapshotOperation, SnapshotProducer
 from table.arrow_schema import cast_to_schema
-from table.deletes import EqualityDeleteWriter, PositionDeleteWriter
+from table.deletes.writers import EqualityDeleteWriter, PositionDeleteWriter
 from table.io import FileIO
 from table.manifest import DataFile, ManifestEntryStatus, ManifestFile, read_manifest_entries, read_manifest_list
 from table.metadata import Snapshot, TableMetadata
-from table.parquet import write_partitioned
+from table.parquet.partitioned import write_partitioned
 from table.partitioning import UNPARTITIONED_SPEC, build_partition_spec
 from table.scan import TableScan
 from table.schema import Schema

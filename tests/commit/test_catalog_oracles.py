@@ -27,7 +27,7 @@ from commit.coordinator import commit_batch
 from commit.operations.row_delta import RowDelta
 from table.arrow_schema import cast_to_schema
 from table.manifest import DataFile
-from table.parquet import write_partitioned
+from table.parquet.partitioned import write_partitioned
 from tests.commit.producer_support import CommitTable
 
 

@@ -27,7 +27,7 @@ from table.arrow_schema import cast_to_schema
 from table.io import FileIO
 from table.manifest import DataFileContent, ManifestEntryStatus, read_manifest_entries
 from table.metadata import Snapshot
-from table.parquet import write_partitioned
+from table.parquet.partitioned import write_partitioned
 from tests.commit.producer_support import CommitTable
 
 WRITERS = 4

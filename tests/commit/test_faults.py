@@ -25,7 +25,7 @@ from commit.identifiers import TableIdentifierLike
 from commit.snapshot_producer import CommitNotApplied, PendingCommit
 from table.arrow_schema import cast_to_schema
 from table.io import FileIO
-from table.parquet import write_partitioned
+from table.parquet.partitioned import write_partitioned
 from tests.commit.conftest import raw_sql
 from tests.commit.producer_support import CommitTable
 

@@ -28,9 +28,10 @@ from compaction.rewriter import GroupRewrite, GroupRewriteTask, RewriteStatus, S
 from table.arrow_schema import cast_to_schema
 from table.manifest import DataFile, DataFileContent
 from table.metadata import Snapshot
-from table.parquet import write_partitioned
+from table.parquet.partitioned import write_partitioned
 from table.partitioning import evolve_partition_spec
-from table.scan import FileScanTask, TableScan
+from table.scan import TableScan
+from table.tasks import FileScanTask
 from tests.commit.conftest import (  # noqa: F401  (fixtures, registered by import)
     catalog,
     catalog_uri,

@@ -17,7 +17,7 @@ from commit.operations.delete_files import DeleteFiles
 from commit.operations.row_delta import RowDelta
 from commit.snapshot_producer import PendingCommit
 from compaction.committer import GroupResult
-from table.deletes import PositionDeleteWriter
+from table.deletes.writers import PositionDeleteWriter
 from table.manifest import DataFileContent
 from tests.compaction.conftest import CompactionTable, small_target
 

@@ -14,9 +14,9 @@ from compaction.metrics import CompactionMetrics, table_health
 from table.manifest import DataFile, DataFileContent, FileFormat
 from table.metadata import Snapshot, TableMetadata, new_table_metadata
 from table.partitioning import PartitionSpec
-from table.scan import FileScanTask
 from table.schema import Schema
 from table.sort_order import UNSORTED_SORT_ORDER
+from table.tasks import FileScanTask
 from table.types import LongType, NestedField
 
 TABLE = "db.orders"

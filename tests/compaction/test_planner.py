@@ -26,14 +26,13 @@ from compaction.planner import (
     split_for_commits,
 )
 from table.conversions import to_bytes
-from table.deletes import DELETE_FILE_PATH
 from table.errors import NotFoundError, ValidationError
 from table.manifest import DataFile, DataFileContent, FileFormat
 from table.metadata import new_table_metadata
 from table.partitioning import PartitionField, PartitionSpec
-from table.schema import Schema
-from table.scan import FileScanTask
+from table.schema import DELETE_FILE_PATH, Schema
 from table.sort_order import UNSORTED_SORT_ORDER
+from table.tasks import FileScanTask
 from table.transforms import IdentityTransform
 from table.types import LongType, NestedField, StringType
 

@@ -12,12 +12,12 @@ import pyarrow as pa
 from commit.operations.fast_append import FastAppend
 from commit.operations.row_delta import RowDelta
 from compaction.position_map import read_position_map
-from compaction.rewriter import RewriteStatus, live_rows, run_rewrite_task
+from compaction.rewriter import RewriteStatus, run_rewrite_task
 from table.io import FileIO
-from table.parquet import write_partitioned
-from table.projection import ParquetFile
+from table.parquet.partitioned import write_partitioned
+from table.parquet.projection import ParquetFile
 from table.reader import read_tasks
-from table.scan import FileScanTask
+from table.tasks import FileScanTask
 from tests.compaction.conftest import TARGET, CompactionTable, small_target
 
 
@@ -85,7 +85,7 @@ def test_the_position_map_points_every_survivor_at_its_new_row(partitioned_table
         for task in g.group.tasks:
             old = task.data_file.file_path
             survivors = position_map.files[old].survivors.to_pylist()
-            expected = [r["_pos"] for b in live_rows(table.io, task, table.metadata().schema()) for r in b.to_pylist()]
+            expected = [r["_pos"] for b in read_tasks(table.io, [task], table.metadata().schema(), with_positions=True) for r in b.to_pylist()]
             assert survivors == expected
             for pos in survivors[:: max(1, len(survivors) // 7)]:
                 [(new_path, [new_pos])] = position_map.translate({old: [pos]}).items()

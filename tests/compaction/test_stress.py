@@ -44,13 +44,12 @@ from commit.exactly_once import committed_offsets
 from commit.operations.row_delta import RowDelta
 from commit.snapshot_producer import PendingCommit, SnapshotProducer
 from compaction.maintenance import MaintenanceOptions
-from compaction.metrics import GROUP_RESULTS, RUN_RESULTS
-from compaction.metrics import CompactionMetrics
+from compaction.metrics import GROUP_RESULTS, RUN_RESULTS, CompactionMetrics
 from compaction.runner import CompactionOptions, CompactionRunner, RunReport, RunResult
 from ingest.metrics import IngestMetrics
 from ingest.stream import run_ingest
 from service.http import OpsServer
-from table.deletes import PositionDeleteWriter
+from table.deletes.writers import PositionDeleteWriter
 from table.io import FileIO
 from table.manifest import DataFile, DataFileContent, ManifestEntryStatus, read_manifest_entries, read_manifest_list
 from table.metadata import TableMetadata

@@ -21,9 +21,9 @@ from commit.catalog import Catalog, LoadedTable
 from commit.coordinator import commit_batch
 from ingest.changes import OpField
 from ingest.decode_batch import OP_COLUMN, DecodeSpec
-from ingest.frame import from_transport, to_transport
 from ingest.job import TableSpec
 from ingest.table_setup import ensure_table
+from ingest.transport import from_transport, to_transport
 from ingest.writer import WriteTask, WrittenFiles, read_written, write_files
 from table.arrow_schema import cast_to_schema, type_to_arrow
 from table.io import FileIO

@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Optional, Sequence
 import pyarrow as pa
 
 from table.arrow_schema import cast_to_schema
-from table.deletes import EqualityDeleteWriter, PositionDeleteWriter
+from table.deletes.writers import EqualityDeleteWriter, PositionDeleteWriter
 from table.io import FileIO
 from table.manifest import (
     DataFile,
@@ -31,14 +31,9 @@ from table.manifest import (
     write_manifest,
     write_manifest_list,
 )
-from table.metadata import (
-    Snapshot,
-    TableMetadata,
-    metadata_file_name,
-    new_table_metadata,
-)
+from table.metadata import Snapshot, TableMetadata, metadata_file_name, new_table_metadata
 from table.metadata_json import write_table_metadata
-from table.parquet import write_partitioned
+from table.parquet.partitioned import write_partitioned
 from table.partitioning import build_partition_spec, evolve_partition_spec
 from table.schema import Schema
 from table.schema_evolution import SchemaUpdate

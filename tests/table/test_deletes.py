@@ -12,18 +12,12 @@ from hypothesis import strategies as st
 
 from table.arrow_schema import FIELD_ID_KEY, cast_to_schema
 from table.conversions import from_bytes
-from table.deletes import (
-    DELETE_FILE_PATH,
-    DELETE_FILE_POS,
-    EqualityDeleteWriter,
-    PositionDeleteWriter,
-    check_equality_ids,
-)
+from table.deletes.writers import EqualityDeleteWriter, PositionDeleteWriter, check_equality_ids
 from table.errors import SchemaError, ValidationError
 from table.io import FileIO
 from table.manifest import DataFileContent
 from table.partitioning import PartitionField, PartitionSpec
-from table.schema import Schema
+from table.schema import DELETE_FILE_PATH, DELETE_FILE_POS, Schema
 from table.transforms import parse_transform
 from table.types import (
     DoubleType,

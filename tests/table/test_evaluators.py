@@ -39,7 +39,7 @@ from table.expressions import (
     col,
 )
 from table.manifest import DataFile, DataFileContent, FieldSummary, FileFormat
-from table.metrics import truncate_lower_bound, truncate_upper_bound
+from table.parquet.column_stats import truncate_lower_bound, truncate_upper_bound
 from table.partitioning import PartitionField, PartitionSpec
 from table.schema import Schema
 from table.transforms import BucketTransform, DayTransform, IdentityTransform, TruncateTransform, VoidTransform
@@ -533,10 +533,3 @@ def test_signed_zeros_compare_equal_everywhere() -> None:
         bound = bind(expr, ROW_SCHEMA)
         assert table.filter(to_arrow_filter(bound)).num_rows == count
         assert sum(row_matches(bound, {2: v}) for v in (-0.0, 0.0, 1.0)) == count
-
-
-def test_evaluators_stay_importable_from_table_expressions() -> None:
-    from table import evaluators, expressions
-
-    for name in ("to_arrow_filter", "row_matches", "metrics_might_match", "project_to_partition", "decode_bound"):
-        assert getattr(expressions, name) is getattr(evaluators, name)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from table.io import FileIO
-from table.metadata import read_table_metadata
+from table.metadata_json import read_table_metadata
 from table.scan import TableScan
 from table.transforms import BucketTransform
 from table.types import LongType

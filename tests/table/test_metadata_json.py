@@ -14,7 +14,6 @@ from table.metadata import is_gzip_metadata_name
 from table.metadata_json import parse_table_metadata, read_table_metadata, write_table_metadata
 from tests.table.helpers import FIRST, JAVA_METADATA, LocalIO, java_metadata
 
-
 # --------------------------------------------------------------------------
 # malformed files
 # --------------------------------------------------------------------------
@@ -154,13 +153,3 @@ def test_gzip_is_detected_by_magic_bytes(tmp_path: Path) -> None:
 def test_read_missing_file_propagates_the_io_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         read_table_metadata(LocalIO(), str(tmp_path / "missing.metadata.json"))
-
-
-def test_file_functions_stay_importable_from_table_metadata() -> None:
-    from table import metadata, metadata_json
-
-    for name in ("parse_table_metadata", "table_metadata_from_json", "read_table_metadata", "write_table_metadata"):
-        assert getattr(metadata, name) is getattr(metadata_json, name)
-    with pytest.raises(AttributeError):
-        metadata.no_such_name  # noqa: B018
-

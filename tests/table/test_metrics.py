@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from table.arrow_schema import cast_to_schema, schema_to_arrow
 from table.conversions import from_bytes, to_bytes
 from table.errors import MalformedFileError, ValidationError
-from table.metrics import (
+from table.parquet.column_stats import (
     COUNTS,
     DEFAULT_MODE,
     FULL,

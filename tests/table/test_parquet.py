@@ -19,9 +19,10 @@ from table.conversions import from_bytes
 from table.errors import SchemaError, ValidationError
 from table.io import FileIO
 from table.manifest import DataFileContent, FileFormat
-from table.metrics import collect_metrics, count_nans
-from table.parquet import DataFileWriter, FileNameFactory, split_by_partition, write_partitioned
-from table.partitioning import PartitionField, PartitionSpec
+from table.parquet.column_stats import collect_metrics, count_nans
+from table.parquet.partitioned import write_partitioned
+from table.parquet.writer import DataFileWriter, FileNameFactory
+from table.partitioning import PartitionField, PartitionSpec, split_by_partition
 from table.schema import Schema
 from table.transforms import parse_transform
 from table.types import (

@@ -15,19 +15,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from table.arrow_schema import schema_to_arrow
-from table.deletes import EqualityDeleteWriter, PositionDeleteWriter
+from table.deletes.equality import DeleteKeyCache, EqualityKeyLoader, group_by_keys
+from table.deletes.writers import EqualityDeleteWriter, PositionDeleteWriter
 from table.errors import MalformedFileError, ValidationError
 from table.expressions import ALWAYS_TRUE, BooleanExpression, col
 from table.io import FileIO
 from table.manifest import DataFile, DataFileContent, FileFormat
 from table.metadata_json import write_table_metadata
-from table.parquet import DataFileWriter
+from table.parquet.projection import ParquetFile
+from table.parquet.writer import DataFileWriter
 from table.partitioning import PartitionField, PartitionSpec
-from table.delete_filter import DeleteKeyCache, _KeyLoader, group_by_keys
-from table.projection import ParquetFile
 from table.reader import read_tasks
-from table.scan import FileScanTask, TableScan
+from table.scan import TableScan
 from table.schema import Schema
+from table.tasks import FileScanTask
 from table.transforms import IdentityTransform
 from table.types import (
     DecimalType,
@@ -273,7 +274,7 @@ def test_an_equality_delete_file_is_read_once_per_scan_and_rows_do_not_depend_on
 
     cache = DeleteKeyCache()
     for task in tasks:
-        loader = _KeyLoader(table.io, task.data_file, table.schema, ParquetFile(table.io, task.data_file, 64), 100, cache)
+        loader = EqualityKeyLoader(table.io, task.data_file, table.schema, ParquetFile(table.io, task.data_file, 64), 100, cache)
         for ids, files in group_by_keys(task.equality_deletes).items():
             loader.load_keys(ids, files)
     assert (cache.reads, cache.hits) == (2, 2 * (len(tasks) - 1))

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from table.conversions import to_bytes
+from table.deletes.index import DeleteFileIndex, equality_deletes_may_apply, referenced_data_file
 from table.errors import NotFoundError, ValidationError
 from table.expressions import ALWAYS_TRUE, bind, col
 from table.manifest import (
@@ -25,17 +26,9 @@ from table.manifest import (
 )
 from table.metadata import SnapshotRef
 from table.partitioning import PartitionField, PartitionSpec
-from table.scan import (
-    POSITION_DELETE_FILE_PATH_ID,
-    DeleteFileIndex,
-    FilePruner,
-    FileScanTask,
-    TableScan,
-    equality_deletes_may_apply,
-    plan_tasks,
-    referenced_data_file,
-)
-from table.schema import Schema
+from table.scan import FilePruner, TableScan, plan_tasks
+from table.schema import DELETE_FILE_PATH_ID, Schema
+from table.tasks import FileScanTask
 from table.transforms import DayTransform, IdentityTransform, VoidTransform
 from table.types import IntegerType, LongType, NestedField, StringType, TimestampType
 from tests.table.helpers import HandTable
@@ -80,8 +73,8 @@ def _pos(path: str, partition: tuple = (), spec_id: int = 0, target: Optional[st
     bounds = {}
     if target is not None:
         bounds = dict(
-            lower_bounds={POSITION_DELETE_FILE_PATH_ID: target.encode()},
-            upper_bounds={POSITION_DELETE_FILE_PATH_ID: target.encode()},
+            lower_bounds={DELETE_FILE_PATH_ID: target.encode()},
+            upper_bounds={DELETE_FILE_PATH_ID: target.encode()},
         )
     return _file(path, DataFileContent.POSITION_DELETES, partition, spec_id, **bounds)
 
@@ -156,8 +149,8 @@ def test_position_delete_naming_one_file_applies_only_to_it() -> None:
 def test_position_delete_is_skipped_for_files_outside_its_path_bounds() -> None:
     ranged = _file(
         "p", DataFileContent.POSITION_DELETES,
-        lower_bounds={POSITION_DELETE_FILE_PATH_ID: b"data/b.parquet"},
-        upper_bounds={POSITION_DELETE_FILE_PATH_ID: b"data/d.parquet"},
+        lower_bounds={DELETE_FILE_PATH_ID: b"data/b.parquet"},
+        upper_bounds={DELETE_FILE_PATH_ID: b"data/d.parquet"},
     )
     assert _deletes_for(1, _data("data/c.parquet"), [(1, ranged)]) == {"p"}
     assert _deletes_for(1, _data("data/a.parquet"), [(1, ranged)]) == set()

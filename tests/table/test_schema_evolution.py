@@ -292,11 +292,3 @@ def test_evolution_agrees_with_pyiceberg(data: st.DataObject) -> None:
     expected = json.loads(theirs._apply().model_dump_json())
     assert schema.to_json()["fields"] == expected["fields"]
 
-
-def test_evolution_stays_importable_from_table_schema() -> None:
-    from table import schema, schema_evolution
-
-    assert schema.SchemaUpdate is schema_evolution.SchemaUpdate
-    assert schema.is_promotion is schema_evolution.is_promotion
-    with pytest.raises(AttributeError):
-        schema.no_such_name  # noqa: B018

@@ -1,4 +1,4 @@
-"""Parquet data (and delete) file writer with rolling, plus partitioned writes.
+"""Parquet data (and delete) file writer with rolling, and the table's writer options.
 
 Files are written the way Iceberg Java writes them where readers care:
 Parquet format 2.6 logical types (timestamps as ``TIMESTAMP(MICROS)`` with
@@ -19,32 +19,24 @@ import itertools
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from table import properties as props
 from table.arrow_schema import schema_to_arrow
 from table.errors import SchemaError, ValidationError
 from table.io import FileIO
 from table.manifest import DataFile, DataFileContent, FileFormat
-from table.metrics import MetricsConfig, collect_metrics, count_nans
+from table.metadata import TableMetadata
+from table.parquet.column_stats import MetricsConfig, collect_metrics, count_nans
 from table.partitioning import PartitionSpec
 from table.schema import Schema
-from table.types import (
-    DateType,
-    IcebergType,
-    StructType,
-    TimestampType,
-    TimestamptzType,
-    TimeType,
-    UUIDType,
-)
 
-DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
+DEFAULT_TARGET_FILE_SIZE = props.TARGET_FILE_SIZE.default
 DEFAULT_ROW_GROUP_ROWS = 1024 * 1024
-DEFAULT_ROW_GROUP_BYTES = 128 * 1024 * 1024
+DEFAULT_ROW_GROUP_BYTES = props.PARQUET_ROW_GROUP_SIZE.default
 CHECK_ROWS = 1_000
 """Rows between two size checks, as in Java's rolling writers; batches are sliced to it."""
 
@@ -67,7 +59,7 @@ class FileNameFactory:
         return f"{self.prefix}-{self.operation_id}-{next(self._counter):05d}.parquet"
 
 
-def parquet_writer_options(compression: str = "zstd", compression_level: Optional[int] = None) -> dict:
+def parquet_writer_options(compression: str = "zstd", compression_level: Optional[int] = None) -> dict[str, Any]:
     """pyarrow ``ParquetWriter`` settings that match what Iceberg readers expect."""
     return dict(
         version="2.6",
@@ -78,6 +70,49 @@ def parquet_writer_options(compression: str = "zstd", compression_level: Optiona
         compression=compression,
         compression_level=compression_level,
     )
+
+
+@dataclass(frozen=True)
+class WriterOptions:
+    """How a table wants its files written: its ``write.*`` properties, read once.
+
+    Ingest's write tasks and the compactor both take their options from
+    :meth:`for_table`, so the two write files the same way. Plain data: it
+    ships to Spark executors with the task.
+    """
+
+    target_file_size_bytes: int = props.TARGET_FILE_SIZE.default
+    delete_target_file_size_bytes: int = props.DELETE_TARGET_FILE_SIZE.default
+    row_group_bytes: int = props.PARQUET_ROW_GROUP_SIZE.default
+    compression: str = props.PARQUET_COMPRESSION.default
+    compression_level: Optional[int] = None
+    metrics_config: MetricsConfig = MetricsConfig()
+
+    @classmethod
+    def for_table(cls, metadata: TableMetadata) -> WriterOptions:
+        """The options of ``metadata``'s properties (Iceberg Java's defaults when unset)."""
+        properties = metadata.properties
+        return cls(
+            target_file_size_bytes=props.TARGET_FILE_SIZE.read(properties),
+            delete_target_file_size_bytes=props.DELETE_TARGET_FILE_SIZE.read(properties),
+            row_group_bytes=props.PARQUET_ROW_GROUP_SIZE.read(properties),
+            compression=props.PARQUET_COMPRESSION.read(properties),
+            compression_level=props.PARQUET_COMPRESSION_LEVEL.read(properties),
+            metrics_config=MetricsConfig.from_properties(properties, metadata.schema()),
+        )
+
+    def for_data(self) -> dict[str, Any]:
+        """:class:`DataFileWriter` keyword arguments for data files."""
+        return dict(self._file_options(), target_file_size_bytes=self.target_file_size_bytes,
+                    metrics_config=self.metrics_config)
+
+    def for_deletes(self) -> dict[str, Any]:
+        """Keyword arguments for delete file writers (their own target size; their own metrics)."""
+        return dict(self._file_options(), target_file_size_bytes=self.delete_target_file_size_bytes)
+
+    def _file_options(self) -> dict[str, Any]:
+        return dict(row_group_bytes=self.row_group_bytes, compression=self.compression,
+                    compression_level=self.compression_level)
 
 
 @dataclass
@@ -293,7 +328,12 @@ class DataFileWriter:
 
 
 def relabel(batch: pa.RecordBatch, arrow_schema: pa.Schema) -> pa.RecordBatch:
-    """``batch`` under ``arrow_schema`` (its field ids), if names and types match."""
+    """``batch`` under ``arrow_schema`` (its field ids), if names and types match.
+
+    A batch conformed by :func:`table.arrow_schema.cast_to_schema` already has
+    them and is returned as it is."""
+    if batch.schema.equals(arrow_schema, check_metadata=True):
+        return batch
     if not batch.schema.equals(arrow_schema, check_metadata=False):
         raise SchemaError(
             "batch does not match the table schema (conform it with cast_to_schema):\n"
@@ -330,127 +370,3 @@ def _partition_directory(
     if not spec.fields:
         return base
     return f"{base}/{spec.partition_path(partition, schema)}"
-
-
-# --------------------------------------------------------------------------
-# Partitioned writes
-# --------------------------------------------------------------------------
-
-
-def write_partitioned(
-    io: FileIO,
-    location: str,
-    schema: Schema,
-    spec: PartitionSpec,
-    batches: Iterable[ArrowData],
-    target_file_size_bytes: int = DEFAULT_TARGET_FILE_SIZE,
-    **writer_options,
-) -> list[DataFile]:
-    """Write conformed batches under ``<location>/data``, one writer per partition.
-
-    Rows are routed with each partition field's ``apply_arrow`` and an Arrow
-    group-by, never a Python loop over rows. On failure every file written so
-    far is deleted.
-    """
-    writer_options.setdefault("file_name_factory", FileNameFactory())
-    data_dir = f"{location.rstrip('/')}/data"
-    writers: dict[tuple, DataFileWriter] = {}
-
-    def writer_for(partition: tuple) -> DataFileWriter:
-        if partition not in writers:
-            writers[partition] = DataFileWriter(
-                io,
-                data_dir,
-                schema,
-                spec,
-                partition,
-                target_file_size_bytes=target_file_size_bytes,
-                **writer_options,
-            )
-        return writers[partition]
-
-    try:
-        for data in batches:
-            for batch in data.to_batches() if isinstance(data, pa.Table) else [data]:
-                for partition, rows in split_by_partition(batch, schema, spec):
-                    writer_for(partition).write(rows)
-        return [f for w in writers.values() for f in w.close()]
-    except BaseException:
-        for w in writers.values():
-            w.abort()
-        raise
-
-
-def split_by_partition(
-    batch: pa.RecordBatch, schema: Schema, spec: PartitionSpec
-) -> Iterator[tuple[tuple, pa.RecordBatch]]:
-    """The rows of ``batch`` grouped by partition tuple, row order kept per group."""
-    batch = relabel(batch, schema_to_arrow(schema))
-    if not spec.fields:
-        yield (), batch
-        return
-    if batch.num_rows == 0:
-        return
-    keys = {f"p{i}": _partition_column(batch, schema, f) for i, f in enumerate(spec.fields)}
-    keys["__row"] = _row_numbers(batch.num_rows)
-    key_names = [f"p{i}" for i in range(len(spec.fields))]
-    # Single-threaded so each group's row list keeps the batch order.
-    groups = pa.table(keys).group_by(key_names, use_threads=False).aggregate([("__row", "list")])
-    result_types = [f.field_type for f in spec.partition_type(schema).fields]
-    columns = [_python_values(groups.column(f"p{i}"), t) for i, t in enumerate(result_types)]
-    rows = groups.column("__row_list")
-    for g in range(groups.num_rows):
-        yield tuple(c[g] for c in columns), batch.take(rows[g].values)
-
-
-def _row_numbers(n: int) -> pa.Array:
-    """0..n-1 as an int64 array, built by Arrow kernels."""
-    return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), 1)
-
-
-def _partition_column(batch: pa.RecordBatch, schema: Schema, partition_field) -> pa.Array:
-    """``transform(source column)`` for one partition field, as a plain Arrow array."""
-    source = _source_array(batch, schema.as_struct(), partition_field.source_id)
-    if source is None:
-        raise SchemaError(
-            f"partition field {partition_field.name!r}: source field id {partition_field.source_id} "
-            "is not a column reachable through structs"
-        )
-    values = partition_field.transform.apply_arrow(source)
-    if isinstance(values, pa.ExtensionArray):  # e.g. arrow.uuid: group-by needs the storage
-        values = values.storage
-    return values
-
-
-def _source_array(batch: pa.RecordBatch, struct: StructType, source_id: int) -> Optional[pa.Array]:
-    chain = _name_chain(struct, source_id)
-    if chain is None:
-        return None
-    array = batch.column(batch.schema.get_field_index(chain[0]))
-    for name in chain[1:]:
-        array = array.flatten()[array.type.get_field_index(name)]  # parent nulls become child nulls
-    return array
-
-
-def _name_chain(struct: StructType, field_id: int) -> Optional[list[str]]:
-    for child in struct.fields:
-        if child.field_id == field_id:
-            return [child.name]
-        if isinstance(child.field_type, StructType):
-            rest = _name_chain(child.field_type, field_id)
-            if rest is not None:
-                return [child.name, *rest]
-    return None
-
-
-def _python_values(column: pa.ChunkedArray, result_type: IcebergType) -> list:
-    """Partition values in the shared Python representation (docs/table-api.md)."""
-    if isinstance(result_type, DateType):
-        column = column.cast(pa.int32())
-    elif isinstance(result_type, (TimeType, TimestampType, TimestamptzType)):
-        column = column.cast(pa.int64())
-    values = column.to_pylist()
-    if isinstance(result_type, UUIDType):
-        return [v if v is None or isinstance(v, uuid.UUID) else uuid.UUID(bytes=v) for v in values]
-    return values
-

@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from table import properties as props
 from table.arrow_schema import field_id_of
 from table.conversions import to_bytes, unscaled_to_decimal
 from table.errors import MalformedFileError, SchemaError, ValidationError
@@ -56,10 +57,6 @@ from table.types import (
 )
 
 DEFAULT_TRUNCATE_LENGTH = 16
-DEFAULT_MODE_PROPERTY = "write.metadata.metrics.default"
-COLUMN_MODE_PREFIX = "write.metadata.metrics.column."
-MAX_INFERRED_COLUMNS_PROPERTY = "write.metadata.metrics.max-inferred-column-defaults"
-MAX_INFERRED_COLUMNS_DEFAULT = 100
 
 _TRUNCATE = re.compile(r"^truncate\((\d+)\)$")
 
@@ -126,8 +123,8 @@ class MetricsConfig:
         """
         default, overrides = _default_modes(properties, schema)
         for key, value in properties.items():
-            if key.startswith(COLUMN_MODE_PREFIX):
-                name = key[len(COLUMN_MODE_PREFIX) :]
+            if key.startswith(props.METRICS_COLUMN_PREFIX):
+                name = key[len(props.METRICS_COLUMN_PREFIX) :]
                 overrides[_field_id_by_name(schema, name, key)] = _parse_property(key, value)
         return cls(default, overrides)
 
@@ -135,15 +132,10 @@ class MetricsConfig:
 def _default_modes(
     properties: Mapping[str, str], schema: Schema
 ) -> tuple[MetricsMode, dict[int, MetricsMode]]:
-    if DEFAULT_MODE_PROPERTY in properties:
-        return _parse_property(DEFAULT_MODE_PROPERTY, properties[DEFAULT_MODE_PROPERTY]), {}
-    limit_text = properties.get(MAX_INFERRED_COLUMNS_PROPERTY, str(MAX_INFERRED_COLUMNS_DEFAULT))
-    try:
-        limit = int(limit_text)
-    except ValueError:
-        raise ValidationError(
-            f"table property {MAX_INFERRED_COLUMNS_PROPERTY} is not an integer: {limit_text!r}"
-        ) from None
+    default = props.METRICS_DEFAULT.read(properties)
+    if default is not None:
+        return _parse_property(props.METRICS_DEFAULT.key, default), {}
+    limit = props.METRICS_MAX_INFERRED_COLUMNS.read(properties)
     columns = schema.as_struct().fields
     if len(columns) <= limit:
         return DEFAULT_MODE, {}

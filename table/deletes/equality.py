@@ -1,97 +1,54 @@
-"""Applying a task's delete files to its data file (spec "Position Delete
-Files", "Equality Delete Files").
+"""Equality deletes: reading their keys and matching rows against them
+(spec: "Equality Delete Files").
 
-Deletes are merged while the data file streams batch by batch:
-
-* Position deletes: only the rows of each delete file whose ``file_path`` is
-  this data file are read (row groups are skipped by their ``file_path``
-  statistics), and the deleted positions are kept as one sorted Arrow array.
-  Memory: 8 bytes per deleted row of the data file being read.
-* Equality deletes: the equality columns of the delete files are read as
-  Arrow, keys outside the data file's bounds are dropped, the rest are
-  de-duplicated and matched with a vectorized lookup (``is_in`` for one key
-  column, a semi-join for several; null equals null). When the delete files of
-  one key set hold more than ``max_equality_keys`` rows, the keys are loaded
-  in chunks of at most that many, and each chunk is matched in a pass over the
-  data file's key columns that records the deleted positions (chunking in
-  delete-file order needs no hash kernel, reads each delete file once, and
-  costs one extra pass over the data file's key columns per chunk). Memory: at
-  most ``max_equality_keys`` keys per set of equality columns, plus 8 bytes per
-  deleted row of the data file.
+The equality columns of the delete files are read as Arrow, keys outside the
+data file's bounds are dropped, the rest are de-duplicated and matched with a
+vectorized lookup (``is_in`` for one key column, a semi-join for several;
+null equals null). When the delete files of one key set hold more than
+``max_equality_keys`` rows, the keys are loaded in chunks of at most that
+many, and each chunk is matched in a pass over the data file's key columns
+that records the deleted positions (chunking in delete-file order needs no
+hash kernel, reads each delete file once, and costs one extra pass over the
+data file's key columns per chunk). Memory: at most ``max_equality_keys``
+keys per set of equality columns, plus 8 bytes per deleted row of the data
+file.
 
 An equality delete file of a streaming table applies to every older data file
 of its partition, so a scan would read it once per data file. The tasks of one
 scan (or one compaction group) share a :class:`DeleteKeyCache` instead: each
 delete file's key columns are read once, within a byte budget (least recently
 used out; a file larger than the budget is streamed as before).
+
+An equality column that was dropped from the table still applies: it is read
+under a hidden name (:func:`dropped_key_field`).
 """
 
 from __future__ import annotations
 
-import bisect
 from collections import OrderedDict
 from decimal import Decimal
 from typing import Any, Iterator, Optional, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from table.arrow_schema import arrow_value, primitive_from_arrow, type_to_arrow
 from table.errors import MalformedFileError, ValidationError
 from table.evaluators import decode_bound
 from table.io import FileIO
 from table.manifest import DataFile
-from table.projection import (
+from table.parquet.projection import (
     DEFAULT_BATCH_SIZE,
     ParquetFile,
-    check_ids,
     column_with_id,
     find_field,
-    id_of,
     iter_batches,
     open_parquet,
     require_parquet,
     top_level_columns,
 )
-from table.scan import POSITION_DELETE_FILE_PATH_ID, POSITION_DELETE_POS_ID, FileScanTask, position_deletes_may_apply
 from table.schema import Schema
 from table.types import NestedField, PrimitiveType
-
-
-class DeleteFilter:
-    """The deletes of one task, loaded: drops the deleted rows of each batch."""
-
-    def __init__(self, path: str, mask: _PositionMask, keys: list[_EqualityKeys]) -> None:
-        self._path = path
-        self._mask = mask
-        self._keys = keys
-
-    @classmethod
-    def load(
-        cls,
-        io: FileIO,
-        task: FileScanTask,
-        read_schema: Schema,
-        data: ParquetFile,
-        max_equality_keys: int,
-        key_cache: Optional[DeleteKeyCache] = None,
-    ) -> DeleteFilter:
-        """Read the task's position deletes and equality keys (or, for key sets
-        above ``max_equality_keys``, the positions they delete)."""
-        loader = _KeyLoader(io, task.data_file, read_schema, data, max_equality_keys, key_cache)
-        positions = _deleted_positions(io, task.data_file.file_path, task.position_deletes)
-        in_memory: list[_EqualityKeys] = []
-        for ids, files in group_by_keys(task.equality_deletes).items():
-            if sum(f.record_count for f in files) <= max_equality_keys:
-                in_memory.append(loader.load_keys(ids, files))
-            else:
-                positions.append(loader.chunked_positions(ids, files))
-        return cls(data.path, _PositionMask(_sorted_unique(positions)), in_memory)
-
-    def apply(self, batch: pa.RecordBatch, start: int) -> pa.RecordBatch:
-        """The live rows of ``batch``, whose first row is at position ``start``."""
-        return _apply_deletes(batch, start, self._mask, self._keys, self._path)
 
 
 def equality_key_ids(deletes: Sequence[DataFile]) -> set[int]:
@@ -130,17 +87,7 @@ def dropped_key_field(io: FileIO, field_id: int, deletes: Sequence[DataFile]) ->
     return NestedField(field_id, f"{HIDDEN_PREFIX}{field_id}", field_type, required=False)
 
 
-def _apply_deletes(
-    batch: pa.RecordBatch, start: int, mask: _PositionMask, keys: list[_EqualityKeys], path: str
-) -> pa.RecordBatch:
-    keep = mask.keep(start, batch.num_rows)
-    for key_set in keys:
-        deleted = key_set.contains(_key_columns(batch, key_set.ids, path))
-        keep = pc.invert(deleted) if keep is None else pc.and_(keep, pc.invert(deleted))
-    return batch if keep is None else batch.filter(keep)
-
-
-def _key_columns(batch: pa.RecordBatch, ids: tuple[int, ...], path: str) -> list[pa.Array]:
+def key_columns(batch: pa.RecordBatch, ids: tuple[int, ...], path: str) -> list[pa.Array]:
     return [_key_array(_column_by_id(batch, i, path)) for i in ids]
 
 
@@ -149,104 +96,6 @@ def _column_by_id(batch: pa.RecordBatch, field_id: int, path: str) -> pa.Array:
     if found is None:
         raise ValidationError(f"{path}: equality column {field_id} was not read")
     return found
-
-
-# --------------------------------------------------------------------------
-# Position deletes
-# --------------------------------------------------------------------------
-
-
-def _deleted_positions(io: FileIO, data_path: str, deletes: Sequence[DataFile]) -> list[pa.Array]:
-    """The positions that ``deletes`` mark deleted in the data file (unsorted parts)."""
-    parts = []
-    for delete_file in deletes:
-        if position_deletes_may_apply(delete_file, data_path):
-            parts.extend(_positions_in(io, delete_file, data_path))
-    return parts
-
-
-def _positions_in(io: FileIO, delete_file: DataFile, data_path: str) -> Iterator[pa.Array]:
-    """Positions for ``data_path`` in one delete file, a row group at a time;
-    row groups whose ``file_path`` statistics exclude it are not read."""
-    require_parquet(delete_file)
-    path = delete_file.file_path
-    with open_parquet(io, path) as parquet:
-        check_ids(parquet.schema_arrow, path)
-        ids = {id_of(f): f.name for f in parquet.schema_arrow}
-        for needed, name in ((POSITION_DELETE_FILE_PATH_ID, "file_path"), (POSITION_DELETE_POS_ID, "pos")):
-            if needed not in ids:
-                raise MalformedFileError(path, name, f"no top-level column with field id {needed}")
-        path_col, pos_col = ids[POSITION_DELETE_FILE_PATH_ID], ids[POSITION_DELETE_POS_ID]
-        leaf = _leaf_index(parquet, path_col)
-        for group in range(parquet.num_row_groups):
-            if leaf is not None and not _group_may_hold(parquet, group, leaf, data_path):
-                continue
-            try:
-                rows = parquet.read_row_group(group, columns=[path_col, pos_col], use_threads=False)
-            except (pa.ArrowException, OSError) as exc:
-                raise MalformedFileError(path, None, f"cannot read Parquet data: {exc}") from exc
-            matching = rows.filter(pc.equal(rows.column(path_col), pa.scalar(data_path)))
-            yield matching.column(pos_col).combine_chunks().cast(pa.int64())
-
-
-def _leaf_index(parquet: pq.ParquetFile, name: str) -> Optional[int]:
-    """The Parquet leaf column of a top-level primitive column (for its statistics)."""
-    parquet_schema = parquet.metadata.schema
-    return next((i for i in range(len(parquet_schema)) if parquet_schema.column(i).path == name), None)
-
-
-def _group_may_hold(parquet: pq.ParquetFile, group: int, leaf: int, data_path: str) -> bool:
-    stats = parquet.metadata.row_group(group).column(leaf).statistics
-    if stats is None or not stats.has_min_max:
-        return True
-    low, high = _as_text(stats.min), _as_text(stats.max)
-    return low <= data_path <= high
-
-
-def _as_text(value: Any) -> str:
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
-
-
-def _sorted_unique(parts: list[pa.Array]) -> pa.Array:
-    if not parts:
-        return pa.array([], pa.int64())
-    unique = pc.unique(pa.concat_arrays([p.cast(pa.int64()) for p in parts]))
-    return unique.take(pc.array_sort_indices(unique))
-
-
-class _PositionMask:
-    """Keeps the rows of a batch whose positions are not deleted."""
-
-    def __init__(self, positions: pa.Array) -> None:
-        self._positions = positions
-        self._seq = _ArrowInts(positions)
-
-    def keep(self, start: int, length: int) -> Optional[pa.Array]:
-        """A filter for rows ``start .. start+length-1``; None when none is deleted."""
-        low = bisect.bisect_left(self._seq, start)
-        high = bisect.bisect_left(self._seq, start + length)
-        if low == high:
-            return None
-        deleted = self._positions.slice(low, high - low)
-        return pc.invert(pc.is_in(pa.arange(start, start + length), value_set=deleted))
-
-
-class _ArrowInts:
-    """A sorted Arrow integer array as a sequence for :mod:`bisect`."""
-
-    def __init__(self, array: pa.Array) -> None:
-        self._array = array
-
-    def __len__(self) -> int:
-        return len(self._array)
-
-    def __getitem__(self, index: int) -> int:
-        return self._array[index].as_py()
-
-
-# --------------------------------------------------------------------------
-# Equality deletes
-# --------------------------------------------------------------------------
 
 
 DEFAULT_KEY_CACHE_BYTES = 64 * 1024 * 1024
@@ -303,7 +152,7 @@ class DeleteKeyCache:
             self._bytes -= evicted.nbytes
 
 
-class _KeyLoader:
+class EqualityKeyLoader:
     """Reads the equality keys of delete files for one data file."""
 
     def __init__(
@@ -325,9 +174,9 @@ class _KeyLoader:
     def key_types(self, ids: tuple[int, ...]) -> list[pa.DataType]:
         return [_key_type(type_to_arrow(self.read_schema.find_field(i).field_type)) for i in ids]
 
-    def load_keys(self, ids: tuple[int, ...], files: list[DataFile]) -> _EqualityKeys:
+    def load_keys(self, ids: tuple[int, ...], files: list[DataFile]) -> EqualityKeys:
         chunks = list(self.key_tables(ids, files))
-        return _EqualityKeys(ids, _dedup(_concat(chunks, ids, self.key_types(ids))))
+        return EqualityKeys(ids, _dedup(_concat(chunks, ids, self.key_types(ids))))
 
     def key_tables(self, ids: tuple[int, ...], files: list[DataFile]) -> Iterator[pa.Table]:
         """The keys of the delete files, batch by batch, cast to the read types
@@ -348,9 +197,9 @@ class _KeyLoader:
         key_schema = self.read_schema.project(ids)
         found: list[pa.Array] = []
         for chunk in _chunks(self.key_tables(ids, files), self.max_equality_keys, ids, self.key_types(ids)):
-            keys = _EqualityKeys(ids, _dedup(chunk))
+            keys = EqualityKeys(ids, _dedup(chunk))
             for start, batch in self.data.batches(key_schema):
-                hits = pc.indices_nonzero(keys.contains(_key_columns(batch, ids, self.data.path)))
+                hits = pc.indices_nonzero(keys.contains(key_columns(batch, ids, self.data.path)))
                 found.append(pc.add(hits.cast(pa.int64()), pa.scalar(start, pa.int64())))
         return pa.concat_arrays(found) if found else pa.array([], pa.int64())
 
@@ -436,7 +285,7 @@ def _chunks(
         yield _concat(pending, ids, types)
 
 
-class _EqualityKeys:
+class EqualityKeys:
     """De-duplicated delete keys of one set of equality columns."""
 
     def __init__(self, ids: tuple[int, ...], keys: pa.Table) -> None:

@@ -23,8 +23,8 @@ from table.arrow_schema import cast_to_schema
 from table.errors import SchemaError, ValidationError
 from table.io import FileIO
 from table.manifest import DataFile, DataFileContent
-from table.metrics import FULL, MetricsConfig
-from table.parquet import DEFAULT_TARGET_FILE_SIZE, ArrowData, DataFileWriter, FileNameFactory
+from table.parquet.column_stats import FULL, MetricsConfig
+from table.parquet.writer import DEFAULT_TARGET_FILE_SIZE, ArrowData, DataFileWriter, FileNameFactory
 from table.partitioning import PartitionSpec
 from table.schema import DELETE_FILE_PATH, DELETE_FILE_POS, Schema
 from table.types import DoubleType, FloatType, NestedField, StructType

@@ -1,0 +1,161 @@
+"""Table properties: every key Floe reads, with its default and its parser.
+
+Iceberg keeps a table's tunables as string properties in its metadata
+(spec: "Table Metadata", Java's ``TableProperties``). Floe reads them in one
+place so that a key is spelled once, has one default (Iceberg Java's unless
+noted) and is parsed one way: a malformed value is a
+:class:`PropertyError` that names the key, the value and the rule.
+
+Callers ask a :class:`Property` for its value: ``TARGET_FILE_SIZE.read(props)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Generic, Mapping, Optional, TypeVar
+
+from table.errors import ValidationError
+
+T = TypeVar("T")
+Parser = Callable[[str, str], T]
+
+
+class PropertyError(ValidationError):
+    """A table property whose value breaks its rule."""
+
+    def __init__(self, key: str, value: str, reason: str) -> None:
+        super().__init__(f"table property {key!r}: {value!r} {reason}")
+        self.key = key
+        self.value = value
+        self.reason = reason
+
+
+def parse_int(key: str, raw: str) -> int:
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise PropertyError(key, raw, "is not an integer") from None
+
+
+def parse_non_negative_int(key: str, raw: str) -> int:
+    value = parse_int(key, raw)
+    if value < 0:
+        raise PropertyError(key, raw, "must be >= 0")
+    return value
+
+
+def parse_positive_int(key: str, raw: str) -> int:
+    value = parse_int(key, raw)
+    if value <= 0:
+        raise PropertyError(key, raw, "must be > 0")
+    return value
+
+
+def parse_bool(key: str, raw: str) -> bool:
+    """``true`` or ``false`` in any case, as Java parses it."""
+    lowered = raw.strip().lower()
+    if lowered not in ("true", "false"):
+        raise PropertyError(key, raw, "must be true or false")
+    return lowered == "true"
+
+
+def parse_text(key: str, raw: str) -> str:
+    return raw
+
+
+def parse_lower(key: str, raw: str) -> str:
+    return raw.strip().lower()
+
+
+def parse_location(key: str, raw: str) -> str:
+    """A directory; its trailing slashes are dropped so that joins add exactly one."""
+    stripped = raw.strip().rstrip("/")
+    if not stripped:
+        raise PropertyError(key, raw, "is not a location")
+    return stripped
+
+
+def parse_parquet_codec(key: str, raw: str) -> str:
+    """Iceberg's codec name as pyarrow spells it (``uncompressed`` is pyarrow's ``none``)."""
+    codec = raw.strip().lower()
+    codec = _PYARROW_CODECS.get(codec, codec)
+    if codec not in PARQUET_CODECS:
+        raise PropertyError(key, raw, f"is not one of {sorted(PARQUET_CODECS | set(_PYARROW_CODECS))}")
+    return codec
+
+
+def parse_distribution_mode(key: str, raw: str) -> str:
+    mode = raw.strip().lower()
+    if mode not in DISTRIBUTION_MODES:
+        raise PropertyError(key, raw, f"is not one of {sorted(DISTRIBUTION_MODES)}")
+    return mode
+
+
+_PYARROW_CODECS = {"uncompressed": "none"}
+PARQUET_CODECS = frozenset({"none", "snappy", "gzip", "brotli", "lz4", "zstd"})
+DISTRIBUTION_MODES = frozenset({"none", "hash", "range"})
+
+
+@dataclass(frozen=True)
+class Property(Generic[T]):
+    """One table property: its key, its default when unset, and how its text is parsed."""
+
+    key: str
+    default: T
+    parse: Parser[T]
+
+    def read(self, properties: Mapping[str, str]) -> T:
+        raw = properties.get(self.key)
+        return self.default if raw is None else self.parse(self.key, raw)
+
+    def is_set(self, properties: Mapping[str, str]) -> bool:
+        return self.key in properties
+
+
+MiB = 1024 * 1024
+
+# -- locations (see table.locations) -------------------------------------------------
+DATA_PATH: Property[Optional[str]] = Property("write.data.path", None, parse_location)
+METADATA_PATH: Property[Optional[str]] = Property("write.metadata.path", None, parse_location)
+
+# -- data and delete files ---------------------------------------------------------
+TARGET_FILE_SIZE = Property("write.target-file-size-bytes", 512 * MiB, parse_positive_int)
+DELETE_TARGET_FILE_SIZE = Property("write.delete.target-file-size-bytes", 64 * MiB, parse_positive_int)
+PARQUET_COMPRESSION = Property("write.parquet.compression-codec", "zstd", parse_parquet_codec)
+PARQUET_COMPRESSION_LEVEL: Property[Optional[int]] = Property("write.parquet.compression-level", None, parse_int)
+PARQUET_ROW_GROUP_SIZE = Property("write.parquet.row-group-size-bytes", 128 * MiB, parse_positive_int)
+DISTRIBUTION_MODE: Property[Optional[str]] = Property("write.distribution-mode", None, parse_distribution_mode)
+"""Unset: ``hash`` for a partitioned table, ``none`` otherwise (Spark's Iceberg default)."""
+
+# -- column metrics (see table.column_stats) -----------------------------------------
+METRICS_DEFAULT: Property[Optional[str]] = Property("write.metadata.metrics.default", None, parse_text)
+"""Unset: ``truncate(16)``, for the first ``METRICS_MAX_INFERRED_COLUMNS`` columns only."""
+METRICS_COLUMN_PREFIX = "write.metadata.metrics.column."
+"""Followed by a column name: that column's metrics mode."""
+METRICS_MAX_INFERRED_COLUMNS = Property(
+    "write.metadata.metrics.max-inferred-column-defaults", 100, parse_non_negative_int
+)
+
+# -- metadata files --------------------------------------------------------------------
+METADATA_COMPRESSION = Property("write.metadata.compression-codec", "none", parse_lower)
+METADATA_PREVIOUS_VERSIONS_MAX = Property("write.metadata.previous-versions-max", 100, parse_int)
+METADATA_DELETE_AFTER_COMMIT = Property("write.metadata.delete-after-commit.enabled", False, parse_bool)
+SUMMARY_PARTITION_LIMIT = Property("write.summary.partition-limit", 0, parse_int)
+
+# -- commits -------------------------------------------------------------------------------
+COMMIT_NUM_RETRIES = Property("commit.retry.num-retries", 4, parse_int)
+COMMIT_MIN_RETRY_WAIT_MS = Property("commit.retry.min-wait-ms", 100, parse_int)
+COMMIT_MAX_RETRY_WAIT_MS = Property("commit.retry.max-wait-ms", 60_000, parse_int)
+COMMIT_TOTAL_RETRY_TIME_MS = Property("commit.retry.total-timeout-ms", 1_800_000, parse_int)
+COMMIT_STATUS_CHECKS_NUM_RETRIES = Property("commit.status-check.num-retries", 3, parse_int)
+COMMIT_STATUS_CHECKS_MIN_WAIT_MS = Property("commit.status-check.min-wait-ms", 1_000, parse_int)
+COMMIT_STATUS_CHECKS_MAX_WAIT_MS = Property("commit.status-check.max-wait-ms", 60_000, parse_int)
+COMMIT_STATUS_CHECKS_TOTAL_WAIT_MS = Property("commit.status-check.total-timeout-ms", 1_800_000, parse_int)
+MANIFEST_MERGE_ENABLED = Property("commit.manifest-merge.enabled", True, parse_bool)
+MANIFEST_MIN_MERGE_COUNT = Property("commit.manifest.min-count-to-merge", 100, parse_int)
+MANIFEST_TARGET_SIZE = Property("commit.manifest.target-size-bytes", 8 * MiB, parse_int)
+
+# -- snapshot expiry -----------------------------------------------------------------
+MAX_SNAPSHOT_AGE_MS = Property("history.expire.max-snapshot-age-ms", 5 * 24 * 60 * 60 * 1000, parse_int)
+MIN_SNAPSHOTS_TO_KEEP = Property("history.expire.min-snapshots-to-keep", 1, parse_int)
+MAX_REF_AGE_MS = Property("history.expire.max-ref-age-ms", 2**63 - 1, parse_int)
