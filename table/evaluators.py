@@ -36,14 +36,13 @@ from table.expressions import (
     Operation,
     Or,
     and_,
-    bind_set,
     or_,
     rewrite_not,
 )
 from table.manifest import DataFile, FieldSummary
 from table.partitioning import PartitionField, PartitionSpec
 from table.schema import Schema
-from table.transforms import Op, Transform  # Op: projection's operator enum; its values are ours
+from table.transforms import Transform
 from table.types import DoubleType, FloatType, PrimitiveType, UUIDType
 
 # Above this many values an ``in`` predicate is not checked against bounds:
@@ -84,6 +83,10 @@ def _arrow_predicate(pred: BoundPredicate) -> pc.Expression:
         return pc.is_nan(field)
     if op is Operation.NOT_NAN:
         return field.is_null() | ~pc.is_nan(field)
+    if op is Operation.STARTS_WITH:
+        return pc.starts_with(field, pattern=pred.literal)
+    if op is Operation.NOT_STARTS_WITH:
+        return ~pc.starts_with(field, pattern=pred.literal) & field.is_valid()
     if op.is_set:
         values = pa.array([arrow_value(v) for v in _with_signed_zeros(pred.literals)], type=arrow_type)
         found = pc.is_in(field, value_set=values)
@@ -160,6 +163,10 @@ def _test_value(pred: BoundPredicate, value: Any) -> bool:
         return any(value == lit for lit in pred.literals)
     if op is Operation.NOT_IN:
         return all(value != lit for lit in pred.literals)
+    if op is Operation.STARTS_WITH:
+        return value.startswith(pred.literal)
+    if op is Operation.NOT_STARTS_WITH:
+        return not value.startswith(pred.literal)
     return _PY_COMPARE[op](value, pred.literal)
 
 
@@ -294,8 +301,23 @@ def _some_within(literals: Sequence[Any], lower: Any, upper: Any) -> bool:
     )
 
 
+def _m_starts_with(p: BoundPredicate, m: _FileMetrics) -> bool:
+    """``starts with``: the prefix must lie between the bounds cut to its length."""
+    if _no_comparable_values(p, m):
+        return False
+    return _prefix_within(p.literal, m.lower(p.ref), m.upper(p.ref))
+
+
+def _prefix_within(prefix: str, lower: Optional[str], upper: Optional[str]) -> bool:
+    """Whether a value starting with ``prefix`` can lie in [lower, upper] (Java's rule)."""
+    if lower is not None and lower[: len(prefix)] > prefix:
+        return False
+    return upper is None or upper[: len(prefix)] >= prefix
+
+
 def _m_always(p: BoundPredicate, m: _FileMetrics) -> bool:
-    """``!=`` and ``not in``: bounds need not be values of the file, so they prove nothing."""
+    """``!=``, ``not in`` and ``not starts with``: bounds need not be values of
+    the file (and may be truncated), so they prove nothing."""
     return True
 
 
@@ -312,6 +334,8 @@ _METRIC_RULES: dict[Operation, Callable[[BoundPredicate, _FileMetrics], bool]] =
     Operation.IN: _m_in_range,
     Operation.NE: _m_always,
     Operation.NOT_IN: _m_always,
+    Operation.STARTS_WITH: _m_starts_with,
+    Operation.NOT_STARTS_WITH: _m_always,
 }
 
 
@@ -389,10 +413,12 @@ def _summary_rule(p: BoundPredicate, s: _Summary) -> bool:
         return s.contains_nan is not False
     if op is Operation.NOT_NAN:
         return not s.all_nan()
-    if op in (Operation.NE, Operation.NOT_IN):
+    if op in (Operation.NE, Operation.NOT_IN, Operation.NOT_STARTS_WITH):
         return True
     if s.no_values:
         return False  # only nulls and NaNs, which no comparison matches
+    if op is Operation.STARTS_WITH:
+        return _prefix_within(p.literal, s.lower, s.upper)
     if op is Operation.LT:
         return s.lower is None or s.lower < p.literal
     if op is Operation.LE:
@@ -448,13 +474,5 @@ def _project(expr: BooleanExpression, fields: _SpecFields) -> BooleanExpression:
 
 
 def _project_predicate(pred: BoundPredicate, transform: Transform, ref: BoundReference) -> BooleanExpression:
-    literal = frozenset(pred.literals) if pred.op.is_set else (pred.literal if pred.literals else None)
-    projected = transform.project_inclusive(pred.ref.field_type, Op(pred.op.value), literal)
-    if projected is None:
-        return ALWAYS_TRUE
-    op = Operation(Op(projected.op).value)
-    if op.is_unary:
-        return BoundPredicate(op, ref)
-    if op.is_set:
-        return bind_set(op, ref, list(projected.value))
-    return BoundPredicate(op, ref, (projected.value,))
+    projected = transform.project(pred, ref)
+    return ALWAYS_TRUE if projected is None else projected

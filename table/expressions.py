@@ -64,6 +64,8 @@ class Operation(Enum):
     NOT_NULL = "not_null"
     IS_NAN = "is_nan"
     NOT_NAN = "not_nan"
+    STARTS_WITH = "starts_with"
+    NOT_STARTS_WITH = "not_starts_with"
 
     def negate(self) -> "Operation":
         """The operator of ``Not(op)`` pushed into the predicate (``<`` -> ``>=``).
@@ -80,6 +82,10 @@ class Operation(Enum):
     def is_set(self) -> bool:
         return self in (Operation.IN, Operation.NOT_IN)
 
+    @property
+    def is_prefix(self) -> bool:
+        return self in (Operation.STARTS_WITH, Operation.NOT_STARTS_WITH)
+
 
 _NEGATIONS = {
     Operation.EQ: Operation.NE,
@@ -94,6 +100,8 @@ _NEGATIONS = {
     Operation.NOT_NULL: Operation.IS_NULL,
     Operation.IS_NAN: Operation.NOT_NAN,
     Operation.NOT_NAN: Operation.IS_NAN,
+    Operation.STARTS_WITH: Operation.NOT_STARTS_WITH,
+    Operation.NOT_STARTS_WITH: Operation.STARTS_WITH,
 }
 
 
@@ -282,6 +290,14 @@ class Reference:
     def not_nan(self) -> UnboundPredicate:
         return self._pred(Operation.NOT_NAN)
 
+    def starts_with(self, prefix: str) -> UnboundPredicate:
+        """Strings that begin with ``prefix`` (a string column only)."""
+        return self._pred(Operation.STARTS_WITH, prefix)
+
+    def not_starts_with(self, prefix: str) -> UnboundPredicate:
+        """Strings that do not begin with ``prefix``; as in SQL, not null ones."""
+        return self._pred(Operation.NOT_STARTS_WITH, prefix)
+
     def __repr__(self) -> str:
         return f"col({self.name!r})"
 
@@ -400,6 +416,8 @@ def _bind_predicate(pred: UnboundPredicate, schema: Schema, case_sensitive: bool
     ref = BoundReference(field.field_id, field.field_type, tuple(f.name for f in fields))
     if pred.op.is_unary:
         return _bind_unary(pred.op, ref, all(f.required for f in fields))
+    if pred.op.is_prefix and not isinstance(field.field_type, StringType):
+        raise ValidationError(f"column {pred.column!r}: {pred.op.value} needs a string column, not {field.field_type}")
     values = [_to_literal(pred.column, field.field_type, v) for v in pred.literals]
     if not pred.op.is_set:
         return BoundPredicate(pred.op, ref, tuple(values))

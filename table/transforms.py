@@ -11,9 +11,10 @@ types carry the source type, with pyarrow.compute. Temporal results are int32
 ordinals (``day`` too, although its Iceberg result type is ``date``), matching
 the partition tuple representation in docs/table-api.md.
 
-``project_inclusive`` rewrites a predicate on the source column into one on
-the partition value that every matching row's partition satisfies (Iceberg
-Java's ProjectionUtil); ``None`` means the predicate cannot prune.
+``project`` rewrites a bound predicate (:mod:`table.expressions`) on the
+source column into one on the partition value that every matching row's
+partition satisfies (Iceberg Java's ``ProjectionUtil``); ``None`` means the
+predicate cannot prune.
 """
 
 from __future__ import annotations
@@ -23,10 +24,8 @@ import math
 import re
 import struct
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from decimal import Decimal
-from enum import Enum
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import mmh3
 import pyarrow as pa
@@ -50,6 +49,7 @@ from table.conversions import (
     unscaled_to_decimal,
 )
 from table.errors import SchemaError, ValidationError
+from table.expressions import BooleanExpression, BoundPredicate, BoundReference, Operation, bind_set
 from table.types import (
     BinaryType,
     BooleanType,
@@ -73,49 +73,6 @@ ArrowArray = Union[pa.Array, pa.ChunkedArray]
 _INT_MAX_MASK = 0x7FFFFFFF
 _EPOCH_YEAR = 1970
 _INTEGRAL = (IntegerType, LongType, DateType, TimeType, TimestampType, TimestamptzType)
-
-
-# ------------------------------------------------------------ predicate form
-
-
-class Op(str, Enum):
-    """Predicate operations that projection understands."""
-
-    IS_NULL = "is_null"
-    NOT_NULL = "not_null"
-    IS_NAN = "is_nan"
-    NOT_NAN = "not_nan"
-    LT = "lt"
-    LT_EQ = "lt_eq"
-    GT = "gt"
-    GT_EQ = "gt_eq"
-    EQ = "eq"
-    NOT_EQ = "not_eq"
-    IN = "in"
-    NOT_IN = "not_in"
-    STARTS_WITH = "starts_with"
-    NOT_STARTS_WITH = "not_starts_with"
-
-    @classmethod
-    def _missing_(cls, value: object) -> Optional["Op"]:
-        # Also accept the comparison symbols, e.g. Op("<=").
-        return cls(_OP_SYMBOLS[value]) if value in _OP_SYMBOLS else None
-
-
-_OP_SYMBOLS = {"=": "eq", "==": "eq", "!=": "not_eq", "<": "lt", "<=": "lt_eq", ">": "gt", ">=": "gt_eq"}
-
-
-_UNARY = frozenset({Op.IS_NULL, Op.NOT_NULL, Op.IS_NAN, Op.NOT_NAN})
-_SETS = frozenset({Op.IN, Op.NOT_IN})
-
-
-@dataclass(frozen=True)
-class ProjectedPredicate:
-    """A predicate on a partition value: ``value`` is a literal, a frozenset for
-    ``in``/``not_in``, or None for unary operations."""
-
-    op: Op
-    value: Any = None
 
 
 # ----------------------------------------------------------------- hashing
@@ -378,24 +335,24 @@ class Transform(ABC):
         """The partition value as Iceberg Java writes it in paths ("null" for None)."""
         return "null" if value is None else self._human(source_type, value)
 
-    def project_inclusive(
-        self, source_type: IcebergType, op: Union[Op, str], literal: Any = None
-    ) -> Optional[ProjectedPredicate]:
-        """Project ``source <op> literal`` onto the partition value, or None.
+    def project(self, pred: BoundPredicate, partition: BoundReference) -> Optional[BooleanExpression]:
+        """The inclusive projection of ``pred`` (on this transform's source
+        column) onto the partition value ``partition``, or None when the
+        transform cannot narrow anything (Iceberg Java's ``Transform.project``).
 
-        Every row that satisfies the source predicate lies in a partition that
-        satisfies the result. ``literal`` is a source-typed value, or an
-        iterable of them for ``in``/``not_in``.
+        Every row that satisfies ``pred`` lies in a partition that satisfies
+        the result.
         """
-        op = Op(op)
-        self.check(source_type)
-        if op in _UNARY:
-            return self._project_unary(op)
-        if literal is None:
-            raise ValidationError(f"predicate {op.value} needs a literal")
-        if op in _SETS and (isinstance(literal, (str, bytes)) or not isinstance(literal, Iterable)):
-            raise ValidationError(f"predicate {op.value} needs a collection of literals")
-        return self._project(source_type, op, literal)
+        op = pred.op
+        self.check(pred.ref.field_type)
+        if op.is_unary:
+            projected = self._project_unary(op)
+        else:
+            if not pred.literals:
+                raise ValidationError(f"predicate {op.value} on {pred.ref.name!r} needs a literal")
+            literal = frozenset(pred.literals) if op.is_set else pred.literal
+            projected = self._project(pred.ref.field_type, op, literal)
+        return None if projected is None else _predicate(projected, partition)
 
     # subclass hooks ---------------------------------------------------------
 
@@ -411,39 +368,51 @@ class Transform(ABC):
     def _human(self, source_type: IcebergType, value: Any) -> str:
         return str(value)
 
-    def _project_unary(self, op: Op) -> Optional[ProjectedPredicate]:
-        return ProjectedPredicate(op)
+    def _project_unary(self, op: Operation) -> Optional[Projected]:
+        return (op, None)
 
     @abstractmethod
-    def _project(
-        self, source_type: IcebergType, op: Op, literal: Any
-    ) -> Optional[ProjectedPredicate]: ...
+    def _project(self, source_type: IcebergType, op: Operation, literal: Any) -> Optional[Projected]: ...
+
+
+Projected = tuple[Operation, Any]
+"""A projection before it is bound to the partition field: the operation and
+its partition-typed value (a frozenset for ``in``/``not in``, None when unary)."""
+
+
+def _predicate(projected: Projected, partition: BoundReference) -> BooleanExpression:
+    op, value = projected
+    if op.is_unary:
+        return BoundPredicate(op, partition)
+    if op.is_set:
+        return bind_set(op, partition, list(value))
+    return BoundPredicate(op, partition, (value,))
 
 
 def _project_ordered(
-    op: Op, literal: Any, fn: Callable[[Any], Any], step: Callable[[Any, int], Any]
-) -> Optional[ProjectedPredicate]:
+    op: Operation, literal: Any, fn: Callable[[Any], Any], step: Callable[[Any, int], Any]
+) -> Optional[Projected]:
     """Inclusive projection of a monotonic transform over a discrete domain.
 
     ``x < v`` is ``x <= v - 1``, and ``x <= v`` implies ``f(x) <= f(v)``.
     """
-    if op is Op.LT:
-        return ProjectedPredicate(Op.LT_EQ, fn(step(literal, -1)))
-    if op is Op.LT_EQ:
-        return ProjectedPredicate(Op.LT_EQ, fn(literal))
-    if op is Op.GT:
-        return ProjectedPredicate(Op.GT_EQ, fn(step(literal, 1)))
-    if op is Op.GT_EQ:
-        return ProjectedPredicate(Op.GT_EQ, fn(literal))
-    if op is Op.EQ:
-        return ProjectedPredicate(Op.EQ, fn(literal))
-    if op is Op.IN:
-        return ProjectedPredicate(Op.IN, frozenset(fn(v) for v in literal))
+    if op is Operation.LT:
+        return (Operation.LE, fn(step(literal, -1)))
+    if op is Operation.LE:
+        return (Operation.LE, fn(literal))
+    if op is Operation.GT:
+        return (Operation.GE, fn(step(literal, 1)))
+    if op is Operation.GE:
+        return (Operation.GE, fn(literal))
+    if op is Operation.EQ:
+        return (Operation.EQ, fn(literal))
+    if op is Operation.IN:
+        return (Operation.IN, frozenset(fn(v) for v in literal))
     return None
 
 
-def _project_set(op: Op, literal: Any, fn: Callable[[Any], Any]) -> ProjectedPredicate:
-    return ProjectedPredicate(op, frozenset(fn(v) for v in literal))
+def _project_set(op: Operation, literal: Any, fn: Callable[[Any], Any]) -> Projected:
+    return (op, frozenset(fn(v) for v in literal))
 
 
 # ------------------------------------------------------------------ identity
@@ -474,10 +443,10 @@ class IdentityTransform(Transform):
     def _human(self, source_type: IcebergType, value: Any) -> str:
         return _human_value(source_type, value)
 
-    def _project(self, source_type: IcebergType, op: Op, literal: Any) -> ProjectedPredicate:
-        if op in _SETS:
+    def _project(self, source_type: IcebergType, op: Operation, literal: Any) -> Projected:
+        if op.is_set:
             return _project_set(op, literal, lambda v: v)
-        return ProjectedPredicate(op, literal)
+        return (op, literal)
 
 
 # -------------------------------------------------------------------- bucket
@@ -530,11 +499,11 @@ class BucketTransform(Transform):
         n = _u32(self.num_buckets)
         return pc.subtract(hashed, pc.multiply(pc.divide(hashed, n), n)).cast(pa.int32())
 
-    def _project(self, source_type: IcebergType, op: Op, literal: Any) -> Optional[ProjectedPredicate]:
+    def _project(self, source_type: IcebergType, op: Operation, literal: Any) -> Optional[Projected]:
         fn = self.bind(source_type)
-        if op is Op.EQ:
-            return ProjectedPredicate(Op.EQ, fn(literal))
-        return _project_set(op, literal, fn) if op is Op.IN else None
+        if op is Operation.EQ:
+            return (Operation.EQ, fn(literal))
+        return _project_set(op, literal, fn) if op is Operation.IN else None
 
 
 # ------------------------------------------------------------------ truncate
@@ -610,24 +579,24 @@ class TruncateTransform(Transform):
     def _human(self, source_type: IcebergType, value: Any) -> str:
         return _human_value(source_type, value)
 
-    def _project(self, source_type: IcebergType, op: Op, literal: Any) -> Optional[ProjectedPredicate]:
+    def _project(self, source_type: IcebergType, op: Operation, literal: Any) -> Optional[Projected]:
         fn = self.bind(source_type)
         if isinstance(source_type, (IntegerType, LongType)):
             return _project_ordered(op, literal, fn, lambda v, d: v + d)
         if isinstance(source_type, DecimalType):
             return _project_ordered(op, literal, fn, _decimal_step(source_type.scale))
-        if op in (Op.STARTS_WITH, Op.NOT_STARTS_WITH):
+        if op.is_prefix:
             return self._project_prefix(op, literal)
         return _project_prefixes(op, literal, fn)
 
-    def _project_prefix(self, op: Op, prefix: Any) -> Optional[ProjectedPredicate]:
+    def _project_prefix(self, op: Operation, prefix: Any) -> Optional[Projected]:
         # A prefix shorter than W is a prefix of the partition value, one of
         # exactly W characters is the whole value.
         if len(prefix) < self.width:
-            return ProjectedPredicate(op, prefix)
+            return (op, prefix)
         if len(prefix) == self.width:
-            return ProjectedPredicate(Op.EQ if op is Op.STARTS_WITH else Op.NOT_EQ, prefix)
-        return ProjectedPredicate(Op.STARTS_WITH, prefix[: self.width]) if op is Op.STARTS_WITH else None
+            return (Operation.EQ if op is Operation.STARTS_WITH else Operation.NE, prefix)
+        return (Operation.STARTS_WITH, prefix[: self.width]) if op is Operation.STARTS_WITH else None
 
 
 def _decimal_step(scale: int) -> Callable[[Decimal, int], Decimal]:
@@ -637,15 +606,15 @@ def _decimal_step(scale: int) -> Callable[[Decimal, int], Decimal]:
     return step
 
 
-def _project_prefixes(op: Op, literal: Any, fn: Callable[[Any], Any]) -> Optional[ProjectedPredicate]:
+def _project_prefixes(op: Operation, literal: Any, fn: Callable[[Any], Any]) -> Optional[Projected]:
     """Truncated strings/bytes: prefixes keep order but no predecessor exists."""
-    if op in (Op.LT, Op.LT_EQ):
-        return ProjectedPredicate(Op.LT_EQ, fn(literal))
-    if op in (Op.GT, Op.GT_EQ):
-        return ProjectedPredicate(Op.GT_EQ, fn(literal))
-    if op is Op.EQ:
-        return ProjectedPredicate(Op.EQ, fn(literal))
-    return _project_set(op, literal, fn) if op is Op.IN else None
+    if op in (Operation.LT, Operation.LE):
+        return (Operation.LE, fn(literal))
+    if op in (Operation.GT, Operation.GE):
+        return (Operation.GE, fn(literal))
+    if op is Operation.EQ:
+        return (Operation.EQ, fn(literal))
+    return _project_set(op, literal, fn) if op is Operation.IN else None
 
 
 # ------------------------------------------------------------------ temporal
@@ -702,12 +671,12 @@ class _TimeTransform(Transform):
     @abstractmethod
     def _arrow_ordinal(self, array: pa.Array) -> pa.Array: ...
 
-    def _project(self, source_type: IcebergType, op: Op, literal: Any) -> Optional[ProjectedPredicate]:
+    def _project(self, source_type: IcebergType, op: Operation, literal: Any) -> Optional[Projected]:
         projected = _project_ordered(op, literal, self.bind(source_type), lambda v, d: v + d)
         return _fix_inclusive_time(projected)
 
 
-def _fix_inclusive_time(projected: Optional[ProjectedPredicate]) -> Optional[ProjectedPredicate]:
+def _fix_inclusive_time(projected: Optional[Projected]) -> Optional[Projected]:
     """Widen projections over negative ordinals.
 
     Iceberg Java 0.10 and older wrote ``ordinal + 1`` for pre-1970 values;
@@ -715,13 +684,13 @@ def _fix_inclusive_time(projected: Optional[ProjectedPredicate]) -> Optional[Pro
     """
     if projected is None:
         return None
-    op, value = projected.op, projected.value
-    if op is Op.LT_EQ and value < 0:
-        return ProjectedPredicate(op, value + 1)
-    if op is Op.EQ and value < 0:
-        return ProjectedPredicate(Op.IN, frozenset({value, value + 1}))
-    if op is Op.IN and any(v < 0 for v in value):
-        return ProjectedPredicate(Op.IN, value | {v + 1 for v in value if v < 0})
+    op, value = projected
+    if op is Operation.LE and value < 0:
+        return (op, value + 1)
+    if op is Operation.EQ and value < 0:
+        return (Operation.IN, frozenset({value, value + 1}))
+    if op is Operation.IN and any(v < 0 for v in value):
+        return (Operation.IN, value | {v + 1 for v in value if v < 0})
     return projected
 
 
@@ -823,10 +792,10 @@ class VoidTransform(Transform):
     def _human(self, source_type: IcebergType, value: Any) -> str:
         return "null"
 
-    def _project_unary(self, op: Op) -> Optional[ProjectedPredicate]:
+    def _project_unary(self, op: Operation) -> Optional[Projected]:
         return None
 
-    def _project(self, source_type: IcebergType, op: Op, literal: Any) -> None:
+    def _project(self, source_type: IcebergType, op: Operation, literal: Any) -> None:
         return None
 
 

@@ -115,15 +115,19 @@ _UNARY: dict[Operation, Callable[[Reference], BooleanExpression]] = {
 
 
 def _draw_predicate(
-    draw: st.DrawFn, column: Reference, literal: st.SearchStrategy[Any], max_set: int
+    draw: st.DrawFn, column: Reference, literal: st.SearchStrategy[Any], max_set: int, strings: bool = False
 ) -> BooleanExpression:
-    """A predicate of any operator on ``column``, built the way users write them."""
-    op = draw(st.sampled_from(list(Operation)))
+    """A predicate of any operator on ``column``, built the way users write them
+    (prefix operators only on a string column: ``strings``)."""
+    op = draw(st.sampled_from([op for op in Operation if strings or not op.is_prefix]))
     if op.is_unary:
         return _UNARY[op](column)
     if op.is_set:
         values = draw(st.lists(literal, max_size=max_set))
         return column.is_in(values) if op is Operation.IN else column.not_in(values)
+    if op.is_prefix:
+        prefix = draw(literal)
+        return column.starts_with(prefix) if op is Operation.STARTS_WITH else column.not_starts_with(prefix)
     return _COMPARISONS[op](column, draw(literal))
 
 
@@ -131,7 +135,7 @@ def _draw_predicate(
 def _predicates(draw: st.DrawFn) -> BooleanExpression:
     field_id = draw(st.sampled_from(sorted(NAMES)))
     column = col(NAMES[field_id])
-    return _draw_predicate(draw, column, _VALUES[field_id], max_set=4)
+    return _draw_predicate(draw, column, _VALUES[field_id], max_set=4, strings=field_id == 3)
 
 
 _expressions = st.recursive(
@@ -282,6 +286,12 @@ ROWS = [
         (col("s") == "blueberry", True),
         (col("s") == "zucchini", False),
         (col("s") < "apple", False),
+        (col("s").starts_with("b"), True),
+        (col("s").starts_with("ap"), True),
+        (col("s").starts_with("a"), True),
+        (col("s").starts_with("aa"), False),  # below the lower bound "apple"
+        (col("s").starts_with("d"), False),  # above the upper bound "cherry"
+        (col("s").not_starts_with("a"), True),
         ((col("i") == 10) | (col("s") == "apple"), True),
         ((col("i") == 5) & (col("s") == "zucchini"), False),
     ],
@@ -357,7 +367,7 @@ _part_values = [
 def _partition_predicates(draw: st.DrawFn) -> BooleanExpression:
     pos = draw(st.integers(0, 2))
     ref = PART_REFS[pos]
-    op = draw(st.sampled_from(list(Operation)))
+    op = draw(st.sampled_from([op for op in Operation if pos == 1 or not op.is_prefix]))  # p1 is the string
     if op.is_unary:
         if op in (Operation.IS_NAN, Operation.NOT_NAN) and pos != 2:
             op = Operation.IS_NULL
@@ -418,6 +428,9 @@ def test_manifest_summaries_never_reject_a_matching_partition(
         (BoundPredicate(Operation.NOT_NULL, PART_REFS[2]), True),
         (BoundPredicate(Operation.IS_NAN, PART_REFS[2]), True),
         (BoundPredicate(Operation.GT, PART_REFS[2], (0.0,)), False),
+        (BoundPredicate(Operation.STARTS_WITH, PART_REFS[1], ("a",)), True),
+        (BoundPredicate(Operation.STARTS_WITH, PART_REFS[1], ("b",)), False),
+        (BoundPredicate(Operation.NOT_STARTS_WITH, PART_REFS[1], ("a",)), True),
     ],
 )
 def test_manifest_summaries_prune(expr: BooleanExpression, expected: bool) -> None:
@@ -475,7 +488,7 @@ def _event_predicates(draw: st.DrawFn) -> BooleanExpression:
     field_id = draw(st.sampled_from(sorted(_EVENT_NAMES)))
     column = col(_EVENT_NAMES[field_id])
     literal = _event_values[field_id].filter(lambda v: v is not None and not (isinstance(v, float) and math.isnan(v)))
-    return _draw_predicate(draw, column, literal, max_set=3)
+    return _draw_predicate(draw, column, literal, max_set=3, strings=field_id == 3)
 
 
 @settings(max_examples=200, deadline=None)
@@ -533,3 +546,12 @@ def test_signed_zeros_compare_equal_everywhere() -> None:
         bound = bind(expr, ROW_SCHEMA)
         assert table.filter(to_arrow_filter(bound)).num_rows == count
         assert sum(row_matches(bound, {2: v}) for v in (-0.0, 0.0, 1.0)) == count
+
+
+def test_prefix_predicates_need_a_string_column_and_skip_nulls() -> None:
+    with pytest.raises(ValidationError, match="starts_with needs a string column"):
+        bind(col("i").starts_with("1"), ROW_SCHEMA)
+    bound = bind(~col("s").starts_with("ap"), ROW_SCHEMA)
+    assert bound == bind(col("s").not_starts_with("ap"), ROW_SCHEMA)
+    rows = [{3: "apple"}, {3: None}, {3: "banana"}]
+    assert [row_matches(bound, r) for r in rows] == [False, False, True]

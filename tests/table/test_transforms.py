@@ -26,14 +26,14 @@ from table.conversions import (
     days_from_civil,
 )
 from table.errors import SchemaError, ValidationError
+from table.evaluators import row_matches
+from table.expressions import BooleanExpression, BoundPredicate, BoundReference, Operation, bind_set
 from table.transforms import (
     BucketTransform,
     DayTransform,
     HourTransform,
     IdentityTransform,
     MonthTransform,
-    Op,
-    ProjectedPredicate,
     Transform,
     TruncateTransform,
     VoidTransform,
@@ -553,22 +553,55 @@ def test_bucket_arrow_path_is_vectorized_for_longs():
 # --------------------------------------------------------------- projection
 
 
-def holds(op: Op, value: Any, literal: Any) -> bool:
+def holds(op: Operation, value: Any, literal: Any) -> bool:
     """Evaluate a predicate on one non-null value."""
     return {
-        Op.EQ: lambda: value == literal,
-        Op.NOT_EQ: lambda: value != literal,
-        Op.LT: lambda: value < literal,
-        Op.LT_EQ: lambda: value <= literal,
-        Op.GT: lambda: value > literal,
-        Op.GT_EQ: lambda: value >= literal,
-        Op.IN: lambda: value in literal,
-        Op.NOT_IN: lambda: value not in literal,
-        Op.STARTS_WITH: lambda: value.startswith(literal),
-        Op.NOT_STARTS_WITH: lambda: not value.startswith(literal),
-        Op.NOT_NULL: lambda: True,
-        Op.IS_NULL: lambda: False,
+        Operation.EQ: lambda: value == literal,
+        Operation.NE: lambda: value != literal,
+        Operation.LT: lambda: value < literal,
+        Operation.LE: lambda: value <= literal,
+        Operation.GT: lambda: value > literal,
+        Operation.GE: lambda: value >= literal,
+        Operation.IN: lambda: value in literal,
+        Operation.NOT_IN: lambda: value not in literal,
+        Operation.STARTS_WITH: lambda: value.startswith(literal),
+        Operation.NOT_STARTS_WITH: lambda: not value.startswith(literal),
+        Operation.NOT_NULL: lambda: True,
+        Operation.IS_NULL: lambda: False,
     }[op]()
+
+
+_SYMBOLS = {"=": Operation.EQ, "!=": Operation.NE, "<": Operation.LT, "<=": Operation.LE, ">": Operation.GT, ">=": Operation.GE}
+SOURCE_ID, PARTITION_ID = 1, 1000
+
+
+def operation(op: Any) -> Operation:
+    return op if isinstance(op, Operation) else _SYMBOLS.get(op) or Operation(op)
+
+
+def source_predicate(t: Any, op: Operation, literal: Any) -> BoundPredicate:
+    """``x <op> literal`` on a source column of type ``t``, as binding makes it."""
+    ref = BoundReference(SOURCE_ID, t, ("x",))
+    if op.is_unary:
+        return BoundPredicate(op, ref)
+    if op.is_set:
+        return BoundPredicate(op, ref, tuple(sorted(literal, key=repr)))
+    return BoundPredicate(op, ref, (literal,))
+
+
+def partition_ref(transform: Transform, t: Any) -> BoundReference:
+    return BoundReference(PARTITION_ID, transform.result_type(t), ("x_part",), 0)
+
+
+def project(transform: Transform, t: Any, op: Any, literal: Any) -> Any:
+    return transform.project(source_predicate(t, operation(op), literal), partition_ref(transform, t))
+
+
+def partition_predicate(transform: Transform, t: Any, op: Any, value: Any = None) -> BooleanExpression:
+    ref, op = partition_ref(transform, t), operation(op)
+    if op.is_unary:
+        return BoundPredicate(op, ref)
+    return bind_set(op, ref, list(value)) if op.is_set else BoundPredicate(op, ref, (value,))
 
 
 _SMALL_NUDGES = [0, 1, -1, 7, -7, 10, -10, 365, -365]
@@ -598,7 +631,7 @@ PROJECTION_CASES = [
     (DayTransform(), TimestamptzType(), st.integers(-(10**12), 10**12)),
     (HourTransform(), TimestampType(), st.integers(-(10**11), 10**11)),
 ]
-ALL_OPS = [op for op in Op if op not in (Op.IS_NAN, Op.NOT_NAN, Op.IS_NULL)]
+ALL_OPS = [op for op in Operation if op not in (Operation.IS_NAN, Operation.NOT_NAN, Operation.IS_NULL)]
 
 
 @pytest.mark.parametrize("transform, t, values", PROJECTION_CASES, ids=[f"{c[0]}-{c[1]}" for c in PROJECTION_CASES])
@@ -606,57 +639,58 @@ ALL_OPS = [op for op in Op if op not in (Op.IS_NAN, Op.NOT_NAN, Op.IS_NULL)]
 @given(data=st.data())
 def test_inclusive_projection_never_drops_a_matching_row(transform, t, values, data):
     op = data.draw(st.sampled_from(ALL_OPS))
-    if op in (Op.STARTS_WITH, Op.NOT_STARTS_WITH):
+    if op.is_prefix:
         assume(isinstance(t, StringType))
-    literal = data.draw(st.frozensets(values, min_size=1, max_size=3) if op in (Op.IN, Op.NOT_IN) else values)
-    sample = sorted(literal, key=repr)[0] if op in (Op.IN, Op.NOT_IN) else literal
+    literal = data.draw(st.frozensets(values, min_size=1, max_size=3) if op.is_set else values)
+    sample = sorted(literal, key=repr)[0] if op.is_set else literal
     value = data.draw(st.one_of(values, _near(t, sample)))
     assume(holds(op, value, literal))
-    projected = transform.project_inclusive(t, op, None if op is Op.NOT_NULL else literal)
+    projected = project(transform, t, op, literal)
     if projected is not None:
-        assert holds(projected.op, transform.apply(t, value), projected.value)
+        assert row_matches(projected, {PARTITION_ID: transform.apply(t, value)})
 
 
 @pytest.mark.parametrize(
     "transform, t, op, literal, expected",
     [
-        (IdentityTransform(), LongType(), "!=", 3, ProjectedPredicate(Op.NOT_EQ, 3)),
-        (IdentityTransform(), LongType(), "in", [1, 2], ProjectedPredicate(Op.IN, frozenset({1, 2}))),
-        (BucketTransform(16), IntegerType(), "=", 34, ProjectedPredicate(Op.EQ, 2017239379 % 16)),
+        (IdentityTransform(), LongType(), "!=", 3, (Operation.NE, 3)),
+        (IdentityTransform(), LongType(), "in", [1, 2], (Operation.IN, frozenset({1, 2}))),
+        (BucketTransform(16), IntegerType(), "=", 34, (Operation.EQ, 2017239379 % 16)),
         (BucketTransform(16), IntegerType(), "<", 34, None),
-        (BucketTransform(16), IntegerType(), Op.NOT_EQ, 34, None),
-        (TruncateTransform(10), IntegerType(), "<", 15, ProjectedPredicate(Op.LT_EQ, 10)),
-        (TruncateTransform(10), IntegerType(), "<", 10, ProjectedPredicate(Op.LT_EQ, 0)),
-        (TruncateTransform(10), IntegerType(), ">", 19, ProjectedPredicate(Op.GT_EQ, 20)),
-        (TruncateTransform(10), IntegerType(), ">=", 19, ProjectedPredicate(Op.GT_EQ, 10)),
+        (BucketTransform(16), IntegerType(), Operation.NE, 34, None),
+        (TruncateTransform(10), IntegerType(), "<", 15, (Operation.LE, 10)),
+        (TruncateTransform(10), IntegerType(), "<", 10, (Operation.LE, 0)),
+        (TruncateTransform(10), IntegerType(), ">", 19, (Operation.GE, 20)),
+        (TruncateTransform(10), IntegerType(), ">=", 19, (Operation.GE, 10)),
         (TruncateTransform(10), IntegerType(), "not_in", [1], None),
-        (TruncateTransform(50), DecimalType(9, 2), "<", dec("10.50"), ProjectedPredicate(Op.LT_EQ, dec("10.00"))),
-        (TruncateTransform(3), StringType(), "<", "icecream", ProjectedPredicate(Op.LT_EQ, "ice")),
-        (TruncateTransform(3), StringType(), "starts_with", "ic", ProjectedPredicate(Op.STARTS_WITH, "ic")),
-        (TruncateTransform(3), StringType(), "starts_with", "ice", ProjectedPredicate(Op.EQ, "ice")),
-        (TruncateTransform(3), StringType(), "starts_with", "iceb", ProjectedPredicate(Op.STARTS_WITH, "ice")),
-        (TruncateTransform(3), StringType(), "not_starts_with", "ice", ProjectedPredicate(Op.NOT_EQ, "ice")),
+        (TruncateTransform(50), DecimalType(9, 2), "<", dec("10.50"), (Operation.LE, dec("10.00"))),
+        (TruncateTransform(3), StringType(), "<", "icecream", (Operation.LE, "ice")),
+        (TruncateTransform(3), StringType(), "starts_with", "ic", (Operation.STARTS_WITH, "ic")),
+        (TruncateTransform(3), StringType(), "starts_with", "ice", (Operation.EQ, "ice")),
+        (TruncateTransform(3), StringType(), "starts_with", "iceb", (Operation.STARTS_WITH, "ice")),
+        (TruncateTransform(3), StringType(), "not_starts_with", "ice", (Operation.NE, "ice")),
         (TruncateTransform(3), StringType(), "not_starts_with", "iceb", None),
-        (DayTransform(), TimestampType(), "<", micros(2017, 12, 2), ProjectedPredicate(Op.LT_EQ, 17501)),
-        (DayTransform(), TimestampType(), ">", micros(2017, 12, 1, 23, 59, 59, 999999), ProjectedPredicate(Op.GT_EQ, 17502)),
+        (DayTransform(), TimestampType(), "<", micros(2017, 12, 2), (Operation.LE, 17501)),
+        (DayTransform(), TimestampType(), ">", micros(2017, 12, 1, 23, 59, 59, 999999), (Operation.GE, 17502)),
         # negative ordinals are widened for files written by Iceberg <= 0.10 (Java does this too)
-        (DayTransform(), TimestampType(), "=", -1, ProjectedPredicate(Op.IN, frozenset({-1, 0}))),
-        (YearTransform(), DateType(), "<=", -400, ProjectedPredicate(Op.LT_EQ, -1)),
-        (YearTransform(), DateType(), "is_null", None, ProjectedPredicate(Op.IS_NULL)),
+        (DayTransform(), TimestampType(), "=", -1, (Operation.IN, frozenset({-1, 0}))),
+        (YearTransform(), DateType(), "<=", -400, (Operation.LE, -1)),
+        (YearTransform(), DateType(), "is_null", None, (Operation.IS_NULL, None)),
         (VoidTransform(), DateType(), "is_null", None, None),
         (VoidTransform(), DateType(), "=", 1, None),
     ],
 )
 def test_inclusive_projection_examples(transform, t, op, literal, expected):
-    assert transform.project_inclusive(t, op, literal) == expected
+    wanted = None if expected is None else partition_predicate(transform, t, *expected)
+    assert project(transform, t, op, literal) == wanted
 
 
 def test_projection_validates_its_input():
     with pytest.raises(ValidationError, match="needs a literal"):
-        IdentityTransform().project_inclusive(LongType(), "=", None)
-    with pytest.raises(ValidationError, match="collection"):
-        IdentityTransform().project_inclusive(StringType(), "in", "abc")
+        IdentityTransform().project(
+            BoundPredicate(Operation.EQ, BoundReference(SOURCE_ID, LongType(), ("x",))), partition_ref(IdentityTransform(), LongType())
+        )
     with pytest.raises(ValueError):
-        IdentityTransform().project_inclusive(LongType(), "like", 1)
+        project(IdentityTransform(), LongType(), "like", 1)
     with pytest.raises(SchemaError):
-        HourTransform().project_inclusive(DateType(), "=", 1)
+        project(HourTransform(), DateType(), "=", 1)
