@@ -35,9 +35,10 @@ from commit.exactly_once import (
     committed_offsets,
 )
 from commit.identifiers import TableIdentifierLike
+from commit.metadata_committer import BeforeCommit
 from commit.operations.fast_append import FastAppend
 from commit.operations.row_delta import RowDelta
-from commit.snapshot_producer import BeforeCommit, SnapshotOperation, SnapshotProducer
+from commit.snapshot_producer import SnapshotOperation, SnapshotProducer
 from table.io import FileIO
 from table.manifest import DataFile
 from table.metadata import MAIN_BRANCH, Snapshot

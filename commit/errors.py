@@ -127,3 +127,11 @@ class CommitStateUnknown(CommitFailed):
             f"commit to table {table!r} ({expected_location!r} -> {new_location!r}) "
             f"has an unknown outcome: {reason}",
         )
+
+
+class CommitNotApplied(CommitFailed):
+    """The catalog could not report the outcome, and a reload proved the commit did not land.
+
+    The files the commit wrote have been deleted; the table is as it was.
+    The caller may start the operation again from the start.
+    """

@@ -38,10 +38,11 @@ import pyarrow as pa
 from commit.catalog import Catalog
 from commit.errors import CatalogError, CommitStateUnknown
 from commit.identifiers import TableIdentifierLike, to_table_identifier
+from commit.metadata_committer import BeforeCommit
 from commit.operations.errors import MissingFiles, RewriteConflict, ValidationException
 from commit.operations.rewrite_files import RewriteFiles
 from commit.operations.validation import Change, new_deletes_for, snapshots_since
-from commit.snapshot_producer import BeforeCommit, SnapshotProducer
+from commit.snapshot_producer import SnapshotProducer
 from compaction.planner import FileGroup
 from compaction.position_map import PositionMap, read_position_map
 from compaction.rewriter import GroupRewrite, RewriteStatus

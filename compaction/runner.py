@@ -32,8 +32,8 @@ from commit.catalog import Catalog
 from commit.errors import CatalogError
 from commit.identifiers import TableIdentifierLike, to_table_identifier
 from commit.lease import LeaseTable
+from commit.metadata_committer import BeforeCommit
 from commit.operations.errors import ValidationException
-from commit.snapshot_producer import BeforeCommit
 from compaction.committer import BatchCommit, CommitContext, GroupCommit, GroupResult, RewriteCommitter, RewrittenGroup
 from compaction.maintenance import MaintenanceOptions
 from compaction.maintenance.dangling_deletes import remove_dangling_deletes

@@ -39,7 +39,7 @@ from commit.coordinator import BatchCommitResult, commit_batch
 from commit.errors import CommitStateUnknown
 from commit.exactly_once import BatchStatus, branch_history, check_batch
 from ingest.arrow_udf import map_in_arrow
-from ingest.dead_letter_writer import SENT_DDL, DeadLetterTarget, decode_and_send
+from ingest.dead_letter_task import SENT_DDL, DeadLetterTarget, decode_and_send
 from ingest.dead_letters import DeadLetterDeliveryError
 from ingest.direct import DirectTask, decode_and_write
 from ingest.frame import PKEY_COLUMN, FrameSpec, decode_frame, frame_spark_schema, reads_headers
@@ -49,8 +49,8 @@ from ingest.planning import MAX_TIMESTAMPS, BatchStats, batch_stats, encode_time
 from ingest.reduce import key_column, reduce_to_latest
 from ingest.writer import (
     WRITTEN_DDL,
+    BatchFiles,
     WriteTask,
-    WrittenFiles,
     file_counts,
     keys_determine_partition,
     read_stats,
@@ -155,7 +155,7 @@ class BatchProcessor:
 
     # -- steps -------------------------------------------------------------------
 
-    def _write(self, df: Any, metadata: TableMetadata) -> tuple[WrittenFiles, BatchStats]:
+    def _write(self, df: Any, metadata: TableMetadata) -> tuple[BatchFiles, BatchStats]:
         """The one Spark job of the batch: its files and its aggregate."""
         source = df if reads_headers(self._table.decode) else df.drop("headers")  # headers are slow to ship
         fail = self._table.bad_records == "fail"
@@ -204,7 +204,7 @@ class BatchProcessor:
         if sent != stats.bad_records:
             raise DeadLetterDeliveryError(f"{sent} dead letters acknowledged by Kafka, {stats.bad_records} expected")
 
-    def _finish(self, batch_id: int, stats: BatchStats, written: WrittenFiles, metadata: TableMetadata,
+    def _finish(self, batch_id: int, stats: BatchStats, written: BatchFiles, metadata: TableMetadata,
                 started: float) -> BatchOutcome:
         """Commit the batch's files and account for it."""
         ident = self._table.identifier
@@ -227,7 +227,7 @@ class BatchProcessor:
                             len(written.data_files), len(written.delete_files), result.attempts,
                             result.snapshot.snapshot_id, duration)
 
-    def _commit(self, batch_id: int, stats: BatchStats, written: WrittenFiles,
+    def _commit(self, batch_id: int, stats: BatchStats, written: BatchFiles,
                 metadata: TableMetadata) -> BatchCommitResult:
         try:
             return commit_batch(

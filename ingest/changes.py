@@ -3,8 +3,8 @@
 In **append** mode every record is an insert; a tombstone (null value) has no
 row to append and is rejected.
 
-In **upsert** mode a record replaces (``Op.UPSERT``) or deletes
-(``Op.DELETE``) the row with its key, the table's identifier fields:
+In **upsert** mode a record replaces (``ChangeKind.UPSERT``) or deletes
+(``ChangeKind.DELETE``) the row with its key, the table's identifier fields:
 
 * With an :class:`OpField`, the value's op field decides: Debezium's ``c``,
   ``r`` (snapshot read) and ``u`` upsert, ``d`` deletes; other spellings can be
@@ -35,16 +35,16 @@ from typing import Any, Literal, NamedTuple, Optional, Sequence, Union
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.dead_letters import ChangeError
 from ingest.mapping import describe, lookup
+from ingest.record_errors import ChangeError
 
 Mode = Literal["append", "upsert"]
 KeyFormat = Literal["json", "string"]
 OpValue = Union[str, int]
 
 
-class Op(IntEnum):
-    """The ``_floe_op`` codes."""
+class ChangeKind(IntEnum):
+    """What a change record does to its key: the ``_floe_op`` codes."""
 
     UPSERT = 0
     DELETE = 1
@@ -71,11 +71,11 @@ class OpField:
         if len(set(seen)) != len(seen):
             raise ValueError(f"op field {self.name!r}: a value is listed for two operations: {seen}")
 
-    def op_of(self, value: OpValue) -> Optional[Op]:
+    def op_of(self, value: OpValue) -> Optional[ChangeKind]:
         if value in self.deletes:
-            return Op.DELETE
+            return ChangeKind.DELETE
         if value in self.inserts or value in self.updates:
-            return Op.UPSERT
+            return ChangeKind.UPSERT
         return None
 
 
@@ -113,12 +113,12 @@ class Change(NamedTuple):
     tuples build several times faster.
     """
 
-    op: Op
+    op: ChangeKind
     row: dict[str, Any]
 
     @property
     def partial(self) -> bool:
-        return self.op is Op.DELETE
+        return self.op is ChangeKind.DELETE
 
 
 def classify(value: Any, key: Optional[bytes], spec: ChangeSpec) -> Change:
@@ -126,23 +126,23 @@ def classify(value: Any, key: Optional[bytes], spec: ChangeSpec) -> Change:
     if spec.mode == "append":
         if value is None:
             raise ChangeError("a tombstone (null value) cannot be appended")
-        return Change(Op.UPSERT, value)
+        return Change(ChangeKind.UPSERT, value)
     if value is None:
         if key is None:
             raise ChangeError("a tombstone (null value) without a Kafka key deletes nothing")
-        return Change(Op.DELETE, key_row(key, spec))
+        return Change(ChangeKind.DELETE, key_row(key, spec))
     if spec.op_field is None:
-        return Change(Op.UPSERT, value)
+        return Change(ChangeKind.UPSERT, value)
     op = _op(value, spec.op_field)
     image = _image(value, spec.op_field, op)
-    if op is Op.UPSERT:
+    if op is ChangeKind.UPSERT:
         if image is None:
             raise ChangeError("the row image is null", AFTER)
         return Change(op, image)
     return Change(op, _delete_row(image, key, spec))
 
 
-def _op(value: dict[str, Any], op_field: OpField) -> Op:
+def _op(value: dict[str, Any], op_field: OpField) -> ChangeKind:
     raw = lookup(value, op_field.name)
     if raw is None:
         raise ChangeError("the operation is missing", op_field.name)
@@ -153,10 +153,10 @@ def _op(value: dict[str, Any], op_field: OpField) -> Op:
     return op
 
 
-def _image(value: dict[str, Any], op_field: OpField, op: Op) -> Optional[dict[str, Any]]:
+def _image(value: dict[str, Any], op_field: OpField, op: ChangeKind) -> Optional[dict[str, Any]]:
     if not op_field.envelope:
         return value
-    name = BEFORE if op is Op.DELETE else AFTER
+    name = BEFORE if op is ChangeKind.DELETE else AFTER
     image = value.get(name)
     if image is not None and not isinstance(image, dict):
         raise ChangeError(f"the row image must be an object, got {describe(image)}", name)

@@ -1,15 +1,11 @@
-"""Dead letters: why a record cannot land, and what is published about it.
+"""Dead letters: what is published about a record that cannot land, and publishing it.
 
-A bad record must neither fail its micro-batch nor vanish. Every per-record
-failure is a :class:`RecordError` naming the field (a dotted path, when there
-is one) and the reason. :func:`build_dead_letters` turns the rejected records
-into an Arrow batch that keeps the original key, value and headers, so the
-record can be inspected and replayed, and adds ``floe.*`` headers saying where
-it came from and why it was rejected. :class:`DeadLetterSink` publishes such a
-batch to a Kafka topic and raises unless every record was acknowledged.
-
-The record-error classes live here, together, because their names are what a
-dead letter's ``floe.error.class`` header carries.
+:func:`build_dead_letters` turns the rejected records (each with its
+:class:`~ingest.record_errors.RecordError`) into an Arrow batch that keeps the
+original key, value and headers, so the record can be inspected and replayed,
+and adds ``floe.*`` headers saying where it came from and why it was
+rejected. :class:`DeadLetterSink` publishes such a batch to a Kafka topic and
+raises unless every record was acknowledged.
 """
 
 from __future__ import annotations
@@ -18,40 +14,7 @@ from typing import Any, Mapping, Optional
 
 import pyarrow as pa
 
-# ---------------------------------------------------------------------------
-# Per-record errors
-# ---------------------------------------------------------------------------
-
-
-class RecordError(Exception):
-    """One Kafka record cannot be landed; it goes to the dead letters.
-
-    ``field`` is the dotted path of the offending field, or None when the
-    problem is the record as a whole (undecodable bytes, a tombstone without a
-    key). ``reason`` says what is wrong, in words an operator can act on.
-    """
-
-    def __init__(self, reason: str, field: Optional[str] = None) -> None:
-        self.reason = reason
-        self.field = field
-        super().__init__(f"field {field!r}: {reason}" if field else reason)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Keep ``field`` apart from ``reason`` when the error crosses processes.
-        return (type(self), (self.reason, self.field))
-
-
-class DecodeError(RecordError):
-    """The value's bytes are not a message of the configured format."""
-
-
-class FieldError(RecordError):
-    """A value does not fit its table column (wrong type, out of range, missing)."""
-
-
-class ChangeError(RecordError):
-    """The record's change semantics are unusable: unknown op, missing key."""
-
+from ingest.record_errors import RecordError
 
 # ---------------------------------------------------------------------------
 # The dead-letter batch

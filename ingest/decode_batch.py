@@ -31,20 +31,19 @@ from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 import pyarrow as pa
 
-from ingest.changes import Change, ChangeSpec, KeyFormat, Mode, Op, OpField, classify, missing_keys
-from ingest.dead_letters import ChangeError, DecodeError, RecordError, build_dead_letters
+from ingest.changes import Change, ChangeKind, ChangeSpec, KeyFormat, Mode, OpField, classify, missing_keys
+from ingest.dead_letters import build_dead_letters
 from ingest.decoding import Decoder, Format, JsonFormat, decoder_for
-from ingest.mapping import (
+from ingest.kafka_columns import (
     HEADER_PREFIX,
     KEY,
     KEY_FIELD_PREFIX,
-    EpochUnit,
-    MappingOptions,
     check_kafka_source,
     kafka_column,
-    map_rows,
     utc_micros,
 )
+from ingest.mapping import EpochUnit, MappingOptions, map_rows
+from ingest.record_errors import ChangeError, DecodeError, RecordError
 from table.arrow_schema import schema_to_arrow
 from table.errors import SchemaError
 from table.schema import Schema, schema_from_json
@@ -59,7 +58,7 @@ INTERNAL_FIELDS = (
     pa.field(OFFSET_COLUMN, pa.int64(), nullable=False),
     pa.field(KAFKA_TIMESTAMP_COLUMN, pa.timestamp("us", tz="UTC"), nullable=False),
 )
-"""Floe's columns after the table's: the change (``Op``), and the Kafka position
+"""Floe's columns after the table's: the change (``ChangeKind``), and the Kafka position
 and time the writer orders by and the commit records offsets and freshness from."""
 
 _KAFKA_COLUMNS = ("value", "topic", "partition", "offset", "timestamp")
@@ -71,7 +70,7 @@ class DecodeSpec:
 
     ``schema`` is the table schema as Iceberg JSON text (a ``Schema`` is
     accepted and converted). ``metadata_columns`` maps table columns to Kafka
-    metadata sources (see ``ingest.mapping.check_kafka_source``). ``key_fields``
+    metadata sources (see ``ingest.kafka_columns.check_kafka_source``). ``key_fields``
     default to the schema's identifier fields. ``epoch_unit`` is the unit of
     numeric timestamps and times in values. Invalid combinations raise
     ValueError here, on the driver, not later on an executor.
@@ -206,7 +205,7 @@ def _decode_batch(batch: pa.RecordBatch, plan: _Plan) -> DecodedBatch:
     )
     _merge(failures, alive, mapped.errors)
     if plan.changes.mode == "upsert":
-        upserts = [p for p, i in enumerate(alive) if i not in failures and changes[i].op is Op.UPSERT]  # type: ignore[union-attr]
+        upserts = [p for p, i in enumerate(alive) if i not in failures and changes[i].op is ChangeKind.UPSERT]  # type: ignore[union-attr]
         _merge(failures, alive, missing_keys(mapped.batch, plan.changes.key_fields, upserts))
     kept = [p for p, i in enumerate(alive) if i not in failures]
     rows = _rows(batch, mapped.batch, [alive[p] for p in kept], kept, changes, plan)

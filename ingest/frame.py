@@ -19,9 +19,9 @@ because decoded rows do not name their topic) and emits:
   offsets to commit: nothing is cached, nothing is read twice.
 
 Bad records are not rows of the frame: policy ``fail`` raises
-:class:`~ingest.dead_letter_writer.BadRecordError` in the task at the first
+:class:`~ingest.record_errors.BadRecordError` in the task at the first
 one; otherwise they are only counted, and produced by a second pass
-(:func:`~ingest.dead_letter_writer.decode_and_send`) that runs only for a batch
+(:func:`~ingest.dead_letter_task.decode_and_send`) that runs only for a batch
 that has some. The Kafka ``headers`` column reaches the decoder only when a
 metadata column reads a header (``FrameSpec.headers``): Spark's Arrow bridge
 is slow on lists of structs, and no frame column is one.
@@ -40,8 +40,7 @@ from typing import Any, Iterator, Mapping, Optional
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.changes import Op
-from ingest.dead_letter_writer import BadRecordError
+from ingest.changes import ChangeKind
 from ingest.decode_batch import (
     KAFKA_TIMESTAMP_COLUMN,
     OFFSET_COLUMN,
@@ -50,7 +49,8 @@ from ingest.decode_batch import (
     DecodeSpec,
     decode_batch,
 )
-from ingest.mapping import HEADER_PREFIX
+from ingest.kafka_columns import HEADER_PREFIX
+from ingest.record_errors import BadRecordError
 from ingest.transport import to_transport, transport_fields
 from table.partitioning import PartitionSpec, partition_columns, partition_spec_from_json
 from table.schema import Schema
@@ -246,7 +246,7 @@ def _rows_frame(
     columns = [to_transport(rows.column(f.name), f.field_type) for f in schema.fields]
     pkeys = partition_routing_keys(rows, schema, spec)
     if spec.fields and not keyed_deletes:
-        is_delete = pc.equal(rows.column(OP_COLUMN), pa.scalar(int(Op.DELETE), pa.int8()))
+        is_delete = pc.equal(rows.column(OP_COLUMN), pa.scalar(int(ChangeKind.DELETE), pa.int8()))
         pkeys = pc.if_else(is_delete, pa.scalar(None, pa.binary()), pkeys)
     by_name = {
         OP_COLUMN: rows.column(OP_COLUMN),

@@ -24,8 +24,7 @@ import logging
 from commit.catalog import Catalog, LoadedTable
 from commit.errors import NamespaceAlreadyExists, TableAlreadyExists
 from commit.identifiers import to_table_identifier
-from commit.snapshot_producer import MetadataCommitter
-from commit.snapshot_producer import WrittenFiles as MetadataFiles
+from commit.metadata_committer import CommitFiles, MetadataCommitter
 from ingest.job import TableSpec, as_dict
 from table import properties
 from table.errors import SchemaError
@@ -145,7 +144,7 @@ def _has_unpartitioned_spec(metadata: TableMetadata) -> bool:
 def _add_unpartitioned_spec(catalog: Catalog, table: TableSpec) -> LoadedTable:
     ident = to_table_identifier(table.identifier)
     pointer = catalog.load_pointer(ident)
-    committer = MetadataCommitter(catalog, ident, MetadataFiles(FileIO.for_location(pointer.metadata_location)))
+    committer = MetadataCommitter(catalog, ident, CommitFiles(FileIO.for_location(pointer.metadata_location)))
 
     def build(loaded: LoadedTable, _attempt: int):
         if _has_unpartitioned_spec(loaded.metadata):

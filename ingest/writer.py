@@ -33,7 +33,7 @@ from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional, Seque
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.changes import Op
+from ingest.changes import ChangeKind
 from ingest.decode_batch import OP_COLUMN
 from ingest.frame import STATS_COLUMN, stats_rows
 from ingest.transport import table_batch
@@ -151,7 +151,7 @@ class TaskWriter:
     def write(self, batch: pa.RecordBatch) -> None:
         """Write a batch of transport rows: upserts' images as data, every touched key as a delete."""
         ops = batch.column(OP_COLUMN)
-        upserts = pc.equal(ops, pa.scalar(int(Op.UPSERT), ops.type))
+        upserts = pc.equal(ops, pa.scalar(int(ChangeKind.UPSERT), ops.type))
         touched_data = self._write_data(batch.filter(upserts))
         touched_deletes: set[Any] = set()
         if self.delete_schema is not None:
@@ -254,7 +254,7 @@ def stats_batch(payloads: Sequence[bytes]) -> pa.RecordBatch:
     )
 
 
-class WrittenFiles(NamedTuple):
+class BatchFiles(NamedTuple):
     """What the write tasks of one batch produced, gathered on the driver."""
 
     data_files: list[DataFile]
@@ -278,7 +278,7 @@ class WrittenFiles(NamedTuple):
         return sum(f.file_size_in_bytes for f in files)
 
 
-def read_written(rows: pa.Table) -> WrittenFiles:
+def read_written(rows: pa.Table) -> BatchFiles:
     """The files and counts in the write tasks' output (:data:`WRITTEN_SCHEMA` rows; other kinds ignored)."""
     data: list[DataFile] = []
     deletes: list[DataFile] = []
@@ -291,7 +291,7 @@ def read_written(rows: pa.Table) -> WrittenFiles:
             data.append(pickle.loads(payload))
         elif kind == EQUALITY_DELETES:
             deletes.append(pickle.loads(payload))
-    return WrittenFiles(data, deletes, deleted)
+    return BatchFiles(data, deletes, deleted)
 
 
 def read_stats(rows: pa.Table) -> list[dict[str, Any]]:
@@ -300,7 +300,7 @@ def read_stats(rows: pa.Table) -> list[dict[str, Any]]:
     return stats_rows(payloads)
 
 
-def file_counts(files: WrittenFiles) -> Mapping[str, tuple[int, int]]:
+def file_counts(files: BatchFiles) -> Mapping[str, tuple[int, int]]:
     """content label -> (files, bytes), for the files-written metrics."""
     return {
         DATA: (len(files.data_files), files.bytes(DataFileContent.DATA)),

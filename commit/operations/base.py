@@ -20,9 +20,9 @@ from __future__ import annotations
 from typing import Iterable, Iterator, Optional, Sequence, TypeVar, Union
 
 from commit.errors import InvalidArgument
-from commit.manifest_merge import Bin, ManifestMerger, MergeSettings
 from commit.operations.errors import ConflictingDataFiles, ConflictingDeleteFiles, MissingFiles
 from commit.operations.manifest_filter import ManifestFilter
+from commit.operations.manifest_merge import Bin, ManifestMerger, MergeSettings
 from commit.operations.validation import (
     NEW_DATA_OPERATIONS,
     NEW_DELETE_OPERATIONS,

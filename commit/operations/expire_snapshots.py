@@ -31,7 +31,7 @@ from typing import Callable, Iterable, Optional
 from commit.catalog import Catalog, LoadedTable
 from commit.errors import CommitStateUnknown, commit_property
 from commit.identifiers import TableIdentifierLike, to_table_identifier
-from commit.snapshot_producer import BeforeCommit, CommittedMetadata, MetadataCommitter, WrittenFiles
+from commit.metadata_committer import BeforeCommit, CommitFiles, CommittedMetadata, MetadataCommitter
 from table import properties
 from table.errors import TableError
 from table.io import FileIO
@@ -240,7 +240,7 @@ class ExpireSnapshots:
 
     def commit(self) -> ExpireResult:
         pointer = self.catalog.load_pointer(self.identifier)
-        files = WrittenFiles(self._io or FileIO.for_location(pointer.metadata_location))
+        files = CommitFiles(self._io or FileIO.for_location(pointer.metadata_location))
         committer = MetadataCommitter(
             self.catalog, self.identifier, files, before_commit=self._before_commit, sleep=self._sleep
         )

@@ -1,7 +1,7 @@
 """Append data files, merging small manifests as the table's settings ask.
 
 Iceberg Java's ``MergeAppend``: the same change as a fast append, but the new
-manifest is bin-packed with the parent's (:mod:`commit.manifest_merge`), so a
+manifest is bin-packed with the parent's (:mod:`commit.operations.manifest_merge`), so a
 table fed by many small commits keeps few manifests.
 """
 

@@ -29,8 +29,9 @@ from typing import Any, Iterable, Mapping, Optional
 
 from commit.catalog import Catalog
 from commit.identifiers import TableIdentifierLike, to_table_identifier
+from commit.metadata_committer import BeforeCommit
 from commit.operations.delete_files import DeleteFiles
-from commit.snapshot_producer import BeforeCommit, SnapshotProducer
+from commit.snapshot_producer import SnapshotProducer
 from table.deletes.positions import referenced_data_files
 from table.errors import MalformedFileError
 from table.io import FileIO

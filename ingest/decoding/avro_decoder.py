@@ -24,8 +24,8 @@ from typing import Any, Optional, Union
 
 import fastavro
 
-from ingest.dead_letters import DecodeError
 from ingest.decoding.registry import SchemaDirectory, SchemaRegistryClient, UnknownSchemaError, WriterSchemas
+from ingest.record_errors import DecodeError
 
 MAGIC_BYTE = 0
 HEADER_SIZE = 5

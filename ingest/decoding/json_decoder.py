@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from ingest.dead_letters import DecodeError
+from ingest.record_errors import DecodeError
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 from typing import Optional, Protocol
 
-from ingest.dead_letters import DecodeError
+from ingest.record_errors import DecodeError
 
 _ACCEPT = "application/vnd.schemaregistry.v1+json, application/json"
 

@@ -28,8 +28,9 @@ from commit.exactly_once import (
     encode_offsets,
     last_committed_batch,
 )
+from commit.metadata_committer import PendingCommit
 from commit.operations.fast_append import FastAppend
-from commit.snapshot_producer import PendingCommit, SnapshotProducer
+from commit.snapshot_producer import SnapshotProducer
 from table.metadata import Snapshot
 from tests.commit.producer_support import CommitTable
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from commit.catalog import Catalog
+from commit.metadata_committer import CommitFiles, MetadataCommitter, PendingCommit
 from commit.operations.expire_snapshots import ExpireSnapshots
 from commit.operations.rewrite_files import RewriteFiles
 from commit.operations.row_delta import RowDelta
-from commit.snapshot_producer import MetadataCommitter, PendingCommit, WrittenFiles
 from table.manifest import DataFile, read_manifest_list
 from table.metadata import Snapshot
 from tests.commit.producer_support import CommitTable
@@ -128,7 +128,7 @@ def test_pinned_snapshots_and_their_files_stay(history: History) -> None:
 
 def test_branch_heads_are_never_expired(history: History) -> None:
     table = history.table
-    committer = MetadataCommitter(table.catalog, table.identifier, WrittenFiles(table.io))
+    committer = MetadataCommitter(table.catalog, table.identifier, CommitFiles(table.io))
     committer.commit(lambda loaded, _: loaded.metadata.set_branch("audit", history.s2.snapshot_id), lambda _: False)
 
     result = history.expire(older_than_ms=int(time.time() * 1000) + 1)

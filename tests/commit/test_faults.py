@@ -19,10 +19,10 @@ import pytest
 
 from commit.catalog import Catalog
 from commit.coordinator import BatchCommitStatus, commit_batch
-from commit.errors import CatalogDatabaseError, CommitStateUnknown
+from commit.errors import CatalogDatabaseError, CommitNotApplied, CommitStateUnknown
 from commit.exactly_once import BATCH_ID, committed_offsets
 from commit.identifiers import TableIdentifierLike
-from commit.snapshot_producer import CommitNotApplied, PendingCommit
+from commit.metadata_committer import PendingCommit
 from table.arrow_schema import cast_to_schema
 from table.io import FileIO
 from table.parquet.partitioned import write_partitioned

@@ -4,8 +4,14 @@ manifest, and merge appends on a real table."""
 from __future__ import annotations
 
 from commit.catalog import Catalog
-from commit.manifest_merge import ManifestMerger, MergeSettings, merged_entries, pack_end, plan_merge
 from commit.operations.fast_append import FastAppend
+from commit.operations.manifest_merge import (
+    ManifestMerger,
+    MergeSettings,
+    merged_entries,
+    pack_end,
+    plan_merge,
+)
 from commit.operations.merge_append import MergeAppend
 from table.manifest import (
     DataFile,

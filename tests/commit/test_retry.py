@@ -10,9 +10,9 @@ import pytest
 
 from commit.catalog import Catalog
 from commit.errors import CommitConflict, InvalidArgument
+from commit.metadata_committer import PendingCommit
 from commit.operations.fast_append import FastAppend
 from commit.retry import RetryPolicy
-from commit.snapshot_producer import PendingCommit
 from tests.commit.producer_support import CommitTable
 
 

@@ -12,10 +12,10 @@ import pytest
 
 from commit.catalog import Catalog
 from commit.errors import InvalidArgument
+from commit.metadata_committer import PendingCommit
 from commit.operations.errors import MissingFiles, ReplacedFilesTooNew, RewriteConflict
 from commit.operations.rewrite_files import RewriteFiles
 from commit.operations.row_delta import RowDelta
-from commit.snapshot_producer import PendingCommit
 from table.manifest import ManifestEntryStatus, read_manifest_entries
 from tests.commit.producer_support import CommitTable
 

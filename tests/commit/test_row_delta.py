@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from commit.catalog import Catalog
+from commit.metadata_committer import PendingCommit
 from commit.operations.delete_files import DeleteFiles
 from commit.operations.errors import (
     ConflictingDataFiles,
@@ -19,7 +20,6 @@ from commit.operations.errors import (
 from commit.operations.overwrite_files import OverwriteFiles
 from commit.operations.rewrite_files import RewriteFiles
 from commit.operations.row_delta import RowDelta
-from commit.snapshot_producer import PendingCommit
 from table.expressions import col
 from tests.commit.producer_support import CommitTable
 

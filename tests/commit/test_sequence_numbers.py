@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from commit.catalog import Catalog
+from commit.metadata_committer import PendingCommit
 from commit.operations.errors import RewriteConflict
 from commit.operations.rewrite_files import RewriteFiles
 from commit.operations.row_delta import RowDelta
-from commit.snapshot_producer import PendingCommit
 from table.manifest import ManifestEntry, ManifestEntryStatus, read_manifest_entries
 from tests.commit.producer_support import CommitTable
 

@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 
 from commit.catalog import Catalog
-from commit.errors import CatalogDatabaseError, CommitStateUnknown
+from commit.errors import CatalogDatabaseError, CommitNotApplied, CommitStateUnknown
 from commit.identifiers import TableIdentifierLike
+from commit.metadata_committer import PendingCommit
 from commit.operations.delete_files import DeleteFiles
 from commit.operations.errors import MissingFiles
 from commit.operations.fast_append import FastAppend
 from commit.operations.merge_append import MergeAppend
-from commit.snapshot_producer import CommitNotApplied, PendingCommit
 from table.io import FileIO
 from table.manifest import read_manifest_list
 from table.metadata import parse_metadata_version

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pytest
 from prometheus_client import CollectorRegistry
 
+from commit.metadata_committer import CommitFiles, MetadataCommitter
 from commit.operations.fast_append import FastAppend
-from commit.snapshot_producer import MetadataCommitter, WrittenFiles
 from compaction.committer import CommitContext, RewriteCommitter, RewrittenGroup
 from compaction.metrics import CompactionMetrics
 from compaction.options import RewriteOptions
@@ -86,7 +86,7 @@ class CompactionTable(CommitTable):
         """Make a new default partition spec (e.g. ``[("identity", "category")]``)."""
         md = self.metadata()
         spec = evolve_partition_spec(md.partition_specs, md.schema(), list(fields), md.last_partition_id)
-        files = WrittenFiles(self.io)
+        files = CommitFiles(self.io)
         committer = MetadataCommitter(self.catalog, self.identifier, files, sleep=lambda s: None)
         committer.commit(lambda loaded, attempt: loaded.metadata.add_partition_spec(spec, make_default=True), lambda m: False)
 

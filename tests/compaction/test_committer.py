@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from commit.metadata_committer import PendingCommit
 from commit.operations.delete_files import DeleteFiles
 from commit.operations.row_delta import RowDelta
-from commit.snapshot_producer import PendingCommit
 from compaction.committer import GroupResult
 from table.deletes.writers import PositionDeleteWriter
 from table.manifest import DataFileContent

@@ -13,8 +13,8 @@ from prometheus_client import CollectorRegistry
 
 from commit.catalog import Catalog
 from commit.errors import NoSuchTable
+from commit.metadata_committer import PendingCommit
 from commit.operations.row_delta import RowDelta
-from commit.snapshot_producer import PendingCommit
 from compaction.committer import GroupResult
 from compaction.maintenance import MaintenanceOptions
 from compaction.metrics import CompactionMetrics

@@ -41,8 +41,9 @@ from prometheus_client import CollectorRegistry
 
 from commit.catalog import Catalog
 from commit.exactly_once import committed_offsets
+from commit.metadata_committer import PendingCommit
 from commit.operations.row_delta import RowDelta
-from commit.snapshot_producer import PendingCommit, SnapshotProducer
+from commit.snapshot_producer import SnapshotProducer
 from compaction.maintenance import MaintenanceOptions
 from compaction.metrics import GROUP_RESULTS, RUN_RESULTS, CompactionMetrics
 from compaction.runner import CompactionOptions, CompactionRunner, RunReport, RunResult

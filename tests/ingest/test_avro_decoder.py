@@ -26,7 +26,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.dead_letters import DecodeError
 from ingest.decode_batch import DecodeSpec, decode_batch
 from ingest.decoding import (
     AvroDecoder,
@@ -38,6 +37,7 @@ from ingest.decoding import (
     UnknownSchemaError,
 )
 from ingest.mapping import map_rows
+from ingest.record_errors import DecodeError
 from table.schema import Schema
 from table.types import (
     DateType,

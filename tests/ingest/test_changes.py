@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest.changes import Change, ChangeSpec, Op, OpField, classify, key_row, missing_keys
-from ingest.dead_letters import ChangeError
+from ingest.changes import Change, ChangeKind, ChangeSpec, OpField, classify, key_row, missing_keys
 from ingest.mapping import map_rows
+from ingest.record_errors import ChangeError
 from table.schema import Schema
 from table.types import LongType, NestedField, StringType, StructType
 
@@ -34,7 +34,7 @@ def change_error(value: Any, key: Optional[bytes], spec: ChangeSpec) -> ChangeEr
 
 
 def test_append_mode_inserts_every_value() -> None:
-    assert classify({"id": 1, "op": "d"}, b"k", ChangeSpec()) == Change(Op.UPSERT, {"id": 1, "op": "d"})
+    assert classify({"id": 1, "op": "d"}, b"k", ChangeSpec()) == Change(ChangeKind.UPSERT, {"id": 1, "op": "d"})
 
 
 def test_append_mode_rejects_tombstones() -> None:
@@ -49,9 +49,9 @@ def test_append_mode_rejects_tombstones() -> None:
 
 
 def test_values_upsert_and_tombstones_delete_by_kafka_key() -> None:
-    assert classify({"id": 1, "x": 2}, None, UPSERT_BY_ID) == Change(Op.UPSERT, {"id": 1, "x": 2})
+    assert classify({"id": 1, "x": 2}, None, UPSERT_BY_ID) == Change(ChangeKind.UPSERT, {"id": 1, "x": 2})
     delete = classify(None, b'{"id": 1, "other": true}', UPSERT_BY_ID)
-    assert delete == Change(Op.DELETE, {"id": 1})
+    assert delete == Change(ChangeKind.DELETE, {"id": 1})
     assert delete.partial
 
 
@@ -70,7 +70,7 @@ def test_json_keys(key: bytes, row: dict[str, Any]) -> None:
 
 def test_string_keys() -> None:
     spec = ChangeSpec("upsert", key_fields=("code",), key_format="string")
-    assert classify(None, "çà-1".encode(), spec) == Change(Op.DELETE, {"code": "çà-1"})
+    assert classify(None, "çà-1".encode(), spec) == Change(ChangeKind.DELETE, {"code": "çà-1"})
     assert change_error(None, b"\xff", spec).reason == "the Kafka key is not UTF-8 text"
 
 
@@ -104,24 +104,24 @@ def test_missing_key_field_in_kafka_key_names_the_field() -> None:
 
 
 # ---------------------------------------------------------------------------
-# Op fields
+# ChangeKind fields
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("op, expected", [("c", Op.UPSERT), ("r", Op.UPSERT), ("u", Op.UPSERT), ("d", Op.DELETE)])
-def test_debezium_ops(op: str, expected: Op) -> None:
+@pytest.mark.parametrize("op, expected", [("c", ChangeKind.UPSERT), ("r", ChangeKind.UPSERT), ("u", ChangeKind.UPSERT), ("d", ChangeKind.DELETE)])
+def test_debezium_ops(op: str, expected: ChangeKind) -> None:
     change = classify({"id": 5, "name": "n", "op": op}, None, DEBEZIUM)
     assert change.op is expected
-    assert change.row == ({"id": 5} if expected is Op.DELETE else {"id": 5, "name": "n", "op": op})
+    assert change.row == ({"id": 5} if expected is ChangeKind.DELETE else {"id": 5, "name": "n", "op": op})
 
 
 def test_configured_op_values_and_nested_op_field() -> None:
     spec = ChangeSpec(
         "upsert", OpField("meta.kind", inserts=("INSERT",), updates=("UPDATE", 2), deletes=("DELETE", 3)), ("id",)
     )
-    assert classify({"id": 1, "meta": {"kind": "INSERT"}}, None, spec).op is Op.UPSERT
-    assert classify({"id": 1, "meta": {"kind": 2}}, None, spec).op is Op.UPSERT
-    assert classify({"id": 1, "meta": {"kind": 3}}, None, spec).op is Op.DELETE
+    assert classify({"id": 1, "meta": {"kind": "INSERT"}}, None, spec).op is ChangeKind.UPSERT
+    assert classify({"id": 1, "meta": {"kind": 2}}, None, spec).op is ChangeKind.UPSERT
+    assert classify({"id": 1, "meta": {"kind": 3}}, None, spec).op is ChangeKind.DELETE
     error = change_error({"id": 1, "meta": {"kind": "c"}}, None, spec)
     assert (error.field, error.reason) == ("meta.kind", 'unknown operation string "c"; expected one of INSERT, UPDATE, 2, DELETE, 3')
 
@@ -143,11 +143,11 @@ def test_bad_ops_name_the_op_field(value: dict[str, Any], reason: str) -> None:
 
 
 def test_tombstones_still_delete_with_an_op_field() -> None:
-    assert classify(None, b'{"id": 4}', DEBEZIUM) == Change(Op.DELETE, {"id": 4})
+    assert classify(None, b'{"id": 4}', DEBEZIUM) == Change(ChangeKind.DELETE, {"id": 4})
 
 
 def test_a_delete_without_its_key_falls_back_to_the_kafka_key() -> None:
-    assert classify({"op": "d"}, b'{"id": 8}', DEBEZIUM) == Change(Op.DELETE, {"id": 8})
+    assert classify({"op": "d"}, b'{"id": 8}', DEBEZIUM) == Change(ChangeKind.DELETE, {"id": 8})
     error = change_error({"op": "d"}, None, DEBEZIUM)
     assert (error.field, error.reason) == ("id", "key field is missing from the deleted row and there is no Kafka key")
 
@@ -159,13 +159,13 @@ def test_a_delete_without_its_key_falls_back_to_the_kafka_key() -> None:
 
 def test_envelope_rows_come_from_after_and_deletes_from_before() -> None:
     create = {"before": None, "after": {"id": 1, "name": "a"}, "op": "c", "ts_ms": 1}
-    assert classify(create, None, ENVELOPE) == Change(Op.UPSERT, {"id": 1, "name": "a"})
+    assert classify(create, None, ENVELOPE) == Change(ChangeKind.UPSERT, {"id": 1, "name": "a"})
     delete = {"before": {"id": 1, "name": "a"}, "after": None, "op": "d"}
-    assert classify(delete, None, ENVELOPE) == Change(Op.DELETE, {"id": 1})
+    assert classify(delete, None, ENVELOPE) == Change(ChangeKind.DELETE, {"id": 1})
 
 
 def test_envelope_delete_without_before_uses_the_kafka_key() -> None:
-    assert classify({"before": None, "after": None, "op": "d"}, b'{"id": 3}', ENVELOPE) == Change(Op.DELETE, {"id": 3})
+    assert classify({"before": None, "after": None, "op": "d"}, b'{"id": 3}', ENVELOPE) == Change(ChangeKind.DELETE, {"id": 3})
 
 
 def test_envelope_errors_name_the_image() -> None:
@@ -244,10 +244,10 @@ def test_kafka_key_objects_yield_exactly_the_key_fields(key: dict[str, Any], dat
     fields = tuple(data.draw(st.lists(st.sampled_from(sorted(key)), min_size=1, unique=True)))
     spec = ChangeSpec("upsert", key_fields=fields)
     change = classify(None, json.dumps(key).encode(), spec)
-    assert change == Change(Op.DELETE, {f: key[f] for f in fields})
+    assert change == Change(ChangeKind.DELETE, {f: key[f] for f in fields})
 
 
 @given(st.dictionaries(st.text(min_size=1, max_size=3), scalars), st.sampled_from(["c", "r", "u"]))
 def test_upserts_pass_the_value_through_untouched(value: dict[str, Any], op: str) -> None:
     value = {**value, "op": op, "id": 1}
-    assert classify(value, None, DEBEZIUM) == Change(Op.UPSERT, value)
+    assert classify(value, None, DEBEZIUM) == Change(ChangeKind.UPSERT, value)

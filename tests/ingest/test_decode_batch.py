@@ -19,10 +19,10 @@ from ingest.dead_letters import (
     DEAD_LETTER_SCHEMA,
     DeadLetterDeliveryError,
     DeadLetterSink,
-    FieldError,
     build_dead_letters,
 )
-from ingest.decode_batch import INTERNAL_FIELDS, DecodeSpec, DecodedBatch, decode_batch
+from ingest.decode_batch import INTERNAL_FIELDS, DecodedBatch, DecodeSpec, decode_batch
+from ingest.record_errors import FieldError
 from table.arrow_schema import schema_to_arrow
 from table.schema import Schema
 from table.types import (

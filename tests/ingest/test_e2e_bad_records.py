@@ -24,7 +24,14 @@ from confluent_kafka import Consumer
 from prometheus_client import CollectorRegistry
 
 from commit.catalog import Catalog
-from ingest.dead_letters import ERROR_CLASS, ERROR_FIELD, ERROR_MESSAGE, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
+from ingest.dead_letters import (
+    ERROR_CLASS,
+    ERROR_FIELD,
+    ERROR_MESSAGE,
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
+    SOURCE_TOPIC,
+)
 from ingest.decode_batch import DecodeSpec
 from ingest.decoding import ConfluentAvroFormat
 from ingest.job import CatalogSpec, IngestJob, SourceSpec, TableSpec, TriggerSpec

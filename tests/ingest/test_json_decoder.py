@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest.dead_letters import DecodeError
 from ingest.decoding import JsonDecoder, JsonFormat, decoder_for
 from ingest.mapping import map_rows
+from ingest.record_errors import DecodeError
 from table.schema import Schema
 from table.types import DecimalType, DoubleType, ListType, LongType, NestedField, StringType, StructType
 

@@ -24,7 +24,7 @@ from ingest.decode_batch import OP_COLUMN, DecodeSpec
 from ingest.job import TableSpec
 from ingest.table_setup import ensure_table
 from ingest.transport import from_transport, to_transport
-from ingest.writer import WriteTask, WrittenFiles, read_written, write_files
+from ingest.writer import BatchFiles, WriteTask, read_written, write_files
 from table.arrow_schema import cast_to_schema, type_to_arrow
 from table.io import FileIO
 from table.manifest import DataFileContent
@@ -92,11 +92,11 @@ class Table:
         task = WriteTask.for_table(metadata, ids, clustered=False, sorted_by_order=False)
         return WriteTask(**{**vars(task), **overrides})
 
-    def write(self, batches: Sequence[pa.RecordBatch], **overrides: Any) -> WrittenFiles:
+    def write(self, batches: Sequence[pa.RecordBatch], **overrides: Any) -> BatchFiles:
         out = list(write_files(iter(batches), self.task(**overrides)))
         return read_written(pa.Table.from_batches(out))
 
-    def commit(self, written: WrittenFiles) -> None:
+    def commit(self, written: BatchFiles) -> None:
         offsets = {"t": {0: (self.batches * 10, self.batches * 10 + 10)}}
         commit_batch(self.catalog, self.spec.identifier, "writer-1", self.batches, offsets,
                      written.data_files, written.delete_files, fast_append=self.spec.mode == "append")

@@ -1,0 +1,224 @@
+"""Writing metadata versions and swapping them into the catalog, retrying only lost races.
+
+The lower half of the commit loop, shared by every commit: the snapshot
+producer (:mod:`commit.snapshot_producer`), snapshot expiry and table set-up
+hand a :class:`MetadataCommitter` a function that builds the new metadata from
+a fresh load, and it writes the next ``<version>-<uuid>.metadata.json``,
+compare-and-swaps the catalog pointer and, when the catalog cannot tell
+whether the swap happened, reloads until it can (spec: "Metastore Tables").
+
+:class:`CommitFiles` tracks every file a commit writes, recorded before the
+file is, so that a failed or superseded attempt's files can be deleted and a
+half-written one is never forgotten.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping, Optional
+
+from commit.catalog import Catalog, LoadedTable
+from commit.errors import CatalogDatabaseError, CommitConflict, CommitNotApplied, CommitStateUnknown
+from commit.identifiers import TableIdentifierLike, to_table_identifier
+from commit.retry import RetryPolicy
+from table import properties
+from table.errors import TableError
+from table.io import FileIO
+from table.locations import metadata_location
+from table.metadata import TableMetadata, metadata_file_name, parse_metadata_version
+from table.metadata_json import write_table_metadata
+
+log = logging.getLogger(__name__)
+
+
+class CommitFiles:
+    """Every file one commit wrote (manifests, manifest lists, metadata), in order.
+
+    A path is recorded before its file is written, so a half-written file is
+    never forgotten. Deleting forgets only the files that were deleted.
+    """
+
+    def __init__(self, io: FileIO) -> None:
+        self.io = io
+        self._paths: dict[str, None] = {}
+
+    def add(self, path: str) -> str:
+        self._paths[path] = None
+        return path
+
+    def paths(self) -> list[str]:
+        return list(self._paths)
+
+    def delete_except(self, keep: Iterable[str]) -> list[str]:
+        """Delete every recorded file not in ``keep``; the paths that could not be deleted."""
+        kept = set(keep)
+        failed = []
+        for path in [p for p in self._paths if p not in kept]:
+            try:
+                self.io.delete(path)
+                del self._paths[path]
+            except TableError as e:
+                log.warning("could not delete uncommitted file %s: %s", path, e)
+                failed.append(path)
+        return failed
+
+    def delete_all_after(self, error: BaseException) -> None:
+        """Delete everything after a failed commit, noting on ``error`` what could not go."""
+        failed = self.delete_except(())
+        if failed:
+            error.add_note(f"files left behind by the failed commit (delete them): {failed}")
+
+
+@dataclass(frozen=True)
+class PendingCommit:
+    """A written metadata file about to be swapped in (handed to the before-commit hook)."""
+
+    attempt: int
+    base_location: str
+    base: TableMetadata
+    new_location: str
+    metadata: TableMetadata
+
+
+@dataclass(frozen=True)
+class CommittedMetadata:
+    """The result of a successful swap: from which base, to which file."""
+
+    base_location: str
+    base: TableMetadata
+    location: str
+    metadata: TableMetadata
+    attempts: int
+    settled_unknown: bool = False  # the swap's outcome had to be checked by reloading
+
+
+BeforeCommit = Callable[[PendingCommit], None]
+BuildMetadata = Callable[[LoadedTable, int], Optional[TableMetadata]]
+Landed = Callable[[TableMetadata], bool]
+
+
+class MetadataCommitter:
+    """Writes each attempt's metadata file and swaps it in, retrying only lost races.
+
+    ``build(loaded, attempt)`` makes the new metadata from a fresh load of
+    the table, or None when there is nothing (left) to change;
+    ``landed(metadata)`` tells from a reloaded table whether this commit is
+    in it (used only when the swap's outcome is unknown).
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        identifier: TableIdentifierLike,
+        files: CommitFiles,
+        *,
+        before_commit: Optional[BeforeCommit] = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        unit_random: Callable[[], float] = random.random,
+    ) -> None:
+        self.catalog = catalog
+        self.identifier = to_table_identifier(identifier)
+        self.files = files
+        self._before_commit = before_commit
+        self._sleep = sleep
+        self._clock = clock
+        self._random = unit_random
+
+    def commit(self, build: BuildMetadata, landed: Landed) -> Optional[CommittedMetadata]:
+        """Commit; None when ``build`` found nothing to change."""
+        loaded = self.catalog.load_table(self.identifier)
+        backoff = RetryPolicy.for_commits(loaded.metadata.properties).backoff(self._clock, self._random)
+        attempt = 1
+        while True:
+            updated = build(loaded, attempt)
+            if updated is None:
+                return None
+            location, metadata = self._write(loaded, updated)
+            if self._before_commit is not None:
+                self._before_commit(PendingCommit(attempt, loaded.metadata_location, loaded.metadata, location, metadata))
+            try:
+                self.catalog.swap_metadata_location(self.identifier, loaded.metadata_location, location)
+                self._delete_dropped_metadata(loaded.metadata, metadata)
+                return CommittedMetadata(loaded.metadata_location, loaded.metadata, location, metadata, attempt)
+            except CommitConflict as conflict:
+                delay_ms = backoff.next_delay_ms()
+                if delay_ms is None:
+                    conflict.add_note(f"gave up after {attempt} attempt(s)")
+                    raise
+                log.info("commit to %s lost the race (attempt %d); retrying in %.0f ms", self.identifier, attempt, delay_ms)
+                self._sleep(delay_ms / 1000.0)
+            except CommitStateUnknown as unknown:
+                return self._settle(unknown, loaded, location, metadata, attempt, landed)
+            loaded = self.catalog.load_table(self.identifier)
+            attempt += 1
+
+    def _delete_dropped_metadata(self, base: TableMetadata, committed: TableMetadata) -> None:
+        """After a commit: delete the metadata files that left the log, if the table asks for it.
+
+        The commit has landed, so a failed delete is only logged: the file is
+        then an orphan for orphan-file removal.
+        """
+        for path in base.metadata_files_dropped_by(committed):
+            try:
+                self.files.io.delete(path)
+            except (OSError, TableError) as error:
+                log.warning("could not delete an old metadata file after a commit",
+                            extra={"table": str(self.identifier), "path": path, "error": str(error)})
+
+    def _write(self, loaded: LoadedTable, updated: TableMetadata) -> tuple[str, TableMetadata]:
+        """Write ``updated`` as the next metadata version, logging the file it replaces."""
+        base = loaded.metadata
+        stamp = max(now_ms(), updated.last_updated_ms, base.last_updated_ms)
+        metadata = updated.with_metadata_log(loaded.metadata_location, timestamp_ms=base.last_updated_ms)
+        metadata = metadata.with_last_updated_ms(stamp)
+        compressed = properties.METADATA_COMPRESSION.read(metadata.properties) == "gzip"
+        name = metadata_file_name(parse_metadata_version(loaded.metadata_location) + 1, compressed)
+        location = self.files.add(f"{metadata_location(metadata)}/{name}")
+        write_table_metadata(self.files.io, location, metadata)
+        return location, metadata
+
+    def _settle(
+        self,
+        unknown: CommitStateUnknown,
+        loaded: LoadedTable,
+        location: str,
+        metadata: TableMetadata,
+        attempt: int,
+        landed: Landed,
+    ) -> CommittedMetadata:
+        """Reload until the outcome is known: landed (success) or not (:class:`CommitNotApplied`)."""
+        current = self._reload_for_check(unknown, loaded.metadata.properties)
+        logged = {e.metadata_file for e in current.metadata.metadata_log}
+        if current.metadata_location == location or location in logged or landed(current.metadata):
+            log.warning("commit to %s had an unknown outcome; a reload shows it landed", self.identifier)
+            return CommittedMetadata(loaded.metadata_location, loaded.metadata, location, metadata, attempt, True)
+        raise CommitNotApplied(
+            str(self.identifier),
+            f"commit to table {self.identifier} did not land: the catalog reported an unknown outcome "
+            f"({unknown}), and a reload shows the table at {current.metadata_location!r} without it",
+        ) from unknown
+
+    def _reload_for_check(self, unknown: CommitStateUnknown, properties: Mapping[str, str]) -> LoadedTable:
+        """Reload the table, retrying failures per ``commit.status-check.*``; give up with ``unknown``."""
+        backoff = RetryPolicy.for_status_checks(properties).backoff(self._clock, self._random)
+        while True:
+            try:
+                return self.catalog.load_table(self.identifier)
+            except (CatalogDatabaseError, TableError) as e:
+                delay_ms = backoff.next_delay_ms()
+                if delay_ms is None:
+                    unknown.add_note(f"the outcome could not be checked: reloading failed {backoff.attempts} time(s), last: {e}")
+                    raise unknown from e
+                self._sleep(delay_ms / 1000.0)
+            except Exception as e:
+                unknown.add_note(f"the outcome could not be checked: {e!r}")
+                raise unknown from e
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds, as metadata timestamps are kept."""
+    return int(time.time() * 1000)
