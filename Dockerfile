@@ -10,6 +10,7 @@ COPY ingest ingest
 COPY commit commit
 COPY compaction compaction
 COPY table table
+COPY runtime runtime
 COPY deploy deploy
 RUN python -m venv /opt/floe/venv
 RUN /opt/floe/venv/bin/pip install --quiet --upgrade pip

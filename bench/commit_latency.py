@@ -44,6 +44,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.orders import ORDERS  # noqa: E402
 from commit.catalog import Catalog  # noqa: E402
 from commit.coordinator import commit_batch  # noqa: E402
 from commit.operations.expire_snapshots import ExpireSnapshots  # noqa: E402
@@ -52,17 +53,10 @@ from table.io import FileIO  # noqa: E402
 from table.manifest import DataFile  # noqa: E402
 from table.parquet.partitioned import write_partitioned  # noqa: E402
 from table.partitioning import build_partition_spec  # noqa: E402
-from table.schema import Schema  # noqa: E402
-from table.types import LongType, NestedField, StringType, TimestamptzType  # noqa: E402
 
-SCHEMA = Schema(
-    NestedField(1, "id", LongType(), required=True),
-    NestedField(2, "customer", StringType()),
-    NestedField(3, "status", StringType()),
-    NestedField(4, "event_ts", TimestamptzType()),
-    NestedField(5, "region", StringType()),
-)
-REGIONS = ("eu", "us", "ap", "sa", "af")
+SCHEMA = ORDERS
+PARTITION = [("identity", "status")]
+STATUSES = ("new", "paid", "packed", "shipped", "cancelled")
 TOPIC = "orders"
 
 
@@ -83,17 +77,16 @@ class Run:
 
 
 def template_files(io: FileIO, location: str, files: int) -> list[DataFile]:
-    """``files`` tiny data files, one per region in turn, written for real (for their metrics)."""
-    spec = build_partition_spec(SCHEMA, [("identity", "region")])
+    """``files`` tiny data files, one per status in turn, written for real (for their metrics)."""
+    spec = build_partition_spec(SCHEMA, PARTITION)
     written: list[DataFile] = []
     for i in range(files):
         n = 20
         rows = pa.table({
             "id": pa.array(range(i * n, (i + 1) * n), pa.int64()),
             "customer": [f"customer-{j:05d}" for j in range(n)],
-            "status": ["paid"] * n,
             "event_ts": pa.array([1_767_225_600_000_000 + j for j in range(n)], pa.timestamp("us", tz="UTC")),
-            "region": [REGIONS[i % len(REGIONS)]] * n,
+            "status": [STATUSES[i % len(STATUSES)]] * n,
         })
         written += write_partitioned(io, location, SCHEMA, spec, [cast_to_schema(rows, SCHEMA)])
     return written
@@ -102,7 +95,7 @@ def template_files(io: FileIO, location: str, files: int) -> list[DataFile]:
 def batch_files(templates: list[DataFile], location: str, commit: int) -> list[DataFile]:
     """The templates' records under paths no other commit uses."""
     return [
-        replace(t, file_path=f"{location}/data/region={REGIONS[i % len(REGIONS)]}/b{commit:06d}-{i:02d}.parquet")
+        replace(t, file_path=f"{location}/data/status={STATUSES[i % len(STATUSES)]}/b{commit:06d}-{i:02d}.parquet")
         for i, t in enumerate(templates)
     ]
 
@@ -131,7 +124,7 @@ def run_config(config: Config, work: Path, commits: int, files_per_commit: int, 
     root = work / config.name
     with Catalog(f"sqlite:///{root / 'catalog.db'}", str(root / "warehouse")) as catalog:
         catalog.create_namespace("bench")
-        spec = build_partition_spec(SCHEMA, [("identity", "region")])
+        spec = build_partition_spec(SCHEMA, PARTITION)
         loaded = catalog.create_table("bench.events", SCHEMA, spec, properties=config.properties)
         io = FileIO.for_location(loaded.metadata_location)
         location = loaded.metadata.location

@@ -48,7 +48,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
 
 from bench.orders import ORDERS  # noqa: E402
 from commit.catalog import Catalog  # noqa: E402
@@ -156,7 +155,7 @@ def floe_child(work: str, table: str, target_mb: int, spark_executor: bool, driv
 
     spark = None
     if spark_executor:
-        from ingest.spark_session import build_spark_session
+        from runtime.spark_session import build_spark_session
 
         spark = build_spark_session("floe-compaction-bench", {"spark.driver.memory": driver_memory})
         spark.sparkContext.parallelize([1, 2], 2).count()  # executors up before the clock starts
@@ -183,8 +182,8 @@ def floe_child(work: str, table: str, target_mb: int, spark_executor: bool, driv
 def iceberg_child(work: str, table: str, target_mb: int, driver_memory: str) -> None:
     from pyspark.sql import SparkSession
 
-    from ingest.jars import jar_paths
-    from ingest.spark_session import local_spark_conf
+    from runtime.jars import jar_paths
+    from runtime.spark_session import local_spark_conf
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     builder = SparkSession.builder.appName("iceberg-compaction-bench").config(

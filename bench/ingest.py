@@ -169,8 +169,8 @@ def run_iceberg_sink(bootstrap: str, topic: str, work: Path) -> dict[str, float]
 def iceberg_sink_child(bootstrap: str, topic: str, work: str) -> None:
     from pyspark.sql import SparkSession
 
-    from ingest.jars import jar_paths
-    from ingest.spark_session import local_spark_conf
+    from runtime.jars import jar_paths
+    from runtime.spark_session import local_spark_conf
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     builder = SparkSession.builder.appName("iceberg-sink-bench").config(
@@ -316,7 +316,7 @@ def main() -> None:
 
 
 def bench(args: argparse.Namespace, bootstrap: str, work: Path) -> None:
-    from ingest.spark_session import build_spark_session
+    from runtime.spark_session import build_spark_session
 
     n = args.events
     appends, upserts = append_events(n), upsert_events(n)

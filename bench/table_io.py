@@ -27,22 +27,21 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from table.arrow_schema import schema_to_arrow  # noqa: E402
+from bench.orders import ORDERS  # noqa: E402
+from commit.catalog import Catalog  # noqa: E402
+from commit.operations.fast_append import FastAppend  # noqa: E402
+from commit.operations.row_delta import RowDelta  # noqa: E402
+from commit.snapshot_producer import SnapshotProducer  # noqa: E402
+from table.arrow_schema import cast_to_schema, schema_to_arrow  # noqa: E402
+from table.deletes.writers import EqualityDeleteWriter, PositionDeleteWriter  # noqa: E402
 from table.io import FileIO  # noqa: E402
+from table.manifest import DataFile  # noqa: E402
+from table.parquet.partitioned import write_partitioned  # noqa: E402
 from table.parquet.writer import DataFileWriter, parquet_writer_options  # noqa: E402
 from table.partitioning import UNPARTITIONED_SPEC  # noqa: E402
 from table.scan import TableScan  # noqa: E402
-from table.schema import Schema  # noqa: E402
-from table.types import DoubleType, LongType, NestedField, StringType, TimestamptzType  # noqa: E402
-from tests.support.table_builder import HandWrittenTable  # noqa: E402
 
-SCHEMA = Schema(
-    NestedField(1, "id", LongType(), required=True),
-    NestedField(2, "customer", StringType()),
-    NestedField(3, "amount", DoubleType()),
-    NestedField(4, "event_ts", TimestamptzType()),
-    NestedField(5, "status", StringType()),
-)
+SCHEMA = ORDERS
 
 
 def make_rows(n: int) -> pa.Table:
@@ -57,6 +56,7 @@ def make_rows(n: int) -> pa.Table:
                 [1_767_225_600_000_000 + rng.randrange(86_400_000_000) for _ in range(n)], pa.timestamp("us", tz="UTC")
             ),
             "status": pa.array([statuses[rng.randrange(4)] for _ in range(n)]),
+            "note": pa.nulls(n, pa.string()),
         },
         schema=schema_to_arrow(SCHEMA),
     )
@@ -92,30 +92,54 @@ def bench_write(rows: pa.Table, work: Path, repeat: int) -> tuple[float, float]:
     return floe_s, bare_s
 
 
-def build_tables(rows: pa.Table, work: Path) -> dict[str, HandWrittenTable]:
-    """Three copies of one table: no deletes, 10% by position, 10% by equality."""
+def build_tables(catalog: Catalog, rows: pa.Table) -> dict[str, str]:
+    """Three copies of one table, committed through Floe's own commit path:
+    no deletes, 10% deleted by position, 10% by equality. Name -> table identifier."""
+    catalog.create_namespace("bench")
     tables = {}
     for name in ("none", "position", "equality"):
-        t = HandWrittenTable.create(str(work / f"t_{name}"), SCHEMA)
-        files = t.write_data(rows, target_file_size_bytes=64 * 1024 * 1024)
-        t.commit(files)
+        ident = f"bench.t_{name}"
+        loaded = catalog.create_table(ident, SCHEMA)
+        io, location = FileIO.for_location(loaded.metadata_location), loaded.metadata.location
+        files = write_partitioned(io, location, SCHEMA, UNPARTITIONED_SPEC, [rows], 64 * 1024 * 1024)
+        SnapshotProducer(catalog, ident, FastAppend(files)).commit()
         if name == "position":
-            deletes = [t.write_position_deletes(f, range(0, f.record_count, 10)) for f in files]
-            t.commit(deletes, "delete")
+            SnapshotProducer(catalog, ident, RowDelta(delete_files=position_deletes(io, location, files))).commit()
         elif name == "equality":
-            ids = pa.table({"id": pa.array(range(0, rows.num_rows, 10), pa.int64())})
-            t.commit([t.write_equality_deletes(ids)], "delete")
-        tables[name] = t
+            SnapshotProducer(catalog, ident, RowDelta(delete_files=[equality_deletes(io, location, rows)])).commit()
+        tables[name] = ident
     return tables
 
 
-def bench_read(tables: dict[str, HandWrittenTable], repeat: int) -> dict[str, tuple[float, int]]:
+def position_deletes(io: FileIO, location: str, files: list[DataFile]) -> list[DataFile]:
+    """Every 10th row of each data file, one delete file per data file."""
+    deletes = []
+    for f in files:
+        writer = PositionDeleteWriter(io, f"{location}/data", SCHEMA, UNPARTITIONED_SPEC, ())
+        for pos in range(0, f.record_count, 10):
+            writer.delete(f.file_path, pos)
+        deletes += writer.close()
+    return deletes
+
+
+def equality_deletes(io: FileIO, location: str, rows: pa.Table) -> DataFile:
+    """Every 10th id, in one equality delete file."""
+    ids = pa.table({"id": pa.array(range(0, rows.num_rows, 10), pa.int64())})
+    writer = EqualityDeleteWriter(io, f"{location}/data", SCHEMA, UNPARTITIONED_SPEC, (), [1])
+    writer.write(cast_to_schema(ids, SCHEMA.select("id")))
+    [delete_file] = writer.close()
+    return delete_file
+
+
+def bench_read(catalog: Catalog, tables: dict[str, str], repeat: int) -> dict[str, tuple[float, int]]:
     results = {}
-    for name, t in tables.items():
+    for name, ident in tables.items():
+        loaded = catalog.load_table(ident)
+        io = FileIO.for_location(loaded.metadata_location)
         count = {}
 
         def scan() -> None:
-            count["rows"] = sum(b.num_rows for b in TableScan(t.io, t.metadata).to_batches())
+            count["rows"] = sum(b.num_rows for b in TableScan(io, loaded.metadata).to_batches())
 
         results[name] = (best_of(repeat, scan), count["rows"])
     return results
@@ -138,7 +162,8 @@ def main() -> None:
         print(f"  pyarrow write_table (ref)  {args.rows / bare_s:12,.0f} rows/s  {mb / bare_s:8.1f} MB/s  ({bare_s:.2f} s)")
         print(f"  ratio table/ : pyarrow      {bare_s / floe_s:.2f}x of the reference throughput")
 
-        reads = bench_read(build_tables(rows, work), args.repeat)
+        with Catalog(f"sqlite:///{work}/catalog.db", f"{work}/warehouse", "bench") as catalog:
+            reads = bench_read(catalog, build_tables(catalog, rows), args.repeat)
         base_s, base_rows = reads["none"]
         print("merge-on-read scan throughput (input rows/s):")
         for name, (seconds, live) in reads.items():

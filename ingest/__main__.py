@@ -1,7 +1,8 @@
 """``python -m ingest --job job.json``: run one ingest job in this process.
 
 The job file is :func:`ingest.job.job_to_json`'s format. Logs are JSON lines
-on stderr (one per batch, see :mod:`ingest.batch`). SIGTERM or SIGINT stops
+on stderr (one per batch, see :mod:`ingest.batch`), through the service's
+redacting formatter (:mod:`runtime.logging`). SIGTERM or SIGINT stops
 the query gracefully. ``--metrics-port`` serves the ingest metrics.
 
 Exit status: 0 when the query ended on its own (an ``available_now``
@@ -13,29 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import signal
 import sys
 import threading
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
-
-
-class JsonLines(logging.Formatter):
-    """One JSON object per record: time, level, logger, message and every ``extra`` field."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "ts": round(record.created, 3),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        entry.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
-        if record.exc_info:
-            entry["error"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
+from runtime.logging import configure_logging
+from runtime.signals import install_stop_signals
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -44,9 +29,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--metrics-port", type=int, default=None, help="serve /metrics on this port")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonLines())
-    logging.basicConfig(level=args.log_level, handlers=[handler], force=True)
+    configure_logging(args.log_level)
 
     from ingest.job import JobSpecError, job_from_json
 
@@ -63,13 +46,12 @@ def run(job: Any, metrics_port: Optional[int]) -> int:
 
     from ingest.job import as_dict
     from ingest.metrics import IngestMetrics
-    from ingest.spark_session import build_spark_session
     from ingest.stream import run_ingest
+    from runtime.spark_session import build_spark_session
 
     log = logging.getLogger("floe.ingest")
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    install_stop_signals(stop, log)
     metrics = IngestMetrics()
     if metrics_port is not None:
         start_http_server(metrics_port)

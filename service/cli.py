@@ -8,6 +8,7 @@ or SIGINT (``ingest``, ``compact``).
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import tempfile
 from pathlib import Path
@@ -75,25 +76,26 @@ def _check(args: argparse.Namespace) -> int:
 def _compact(args: argparse.Namespace) -> int:
     import threading
 
-    from service.compact_command import install_stop_signals, run_compactor
+    from runtime.signals import install_stop_signals
+    from service.compact_command import run_compactor
 
     config = _load(args.config)
     stop = threading.Event()
-    install_stop_signals(stop)
+    install_stop_signals(stop, logging.getLogger("floe.compact"))
     return run_compactor(config, once=args.once, stop=stop)
 
 
 def _ingest(args: argparse.Namespace) -> int:
     import threading
 
-    from service.compact_command import install_stop_signals
+    from runtime.logging import configure_logging
+    from runtime.signals import install_stop_signals
     from service.ingest_command import run_ingest_service
-    from service.logging import configure_logging
 
     config = _load(args.config)
     configure_logging(config.log_level, sys.stderr)
     stop = threading.Event()
-    install_stop_signals(stop)
+    install_stop_signals(stop, logging.getLogger("floe.ingest"))
     return run_ingest_service(config, stop=stop)
 
 
@@ -155,8 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    from runtime.logging import configure_logging
     from service.config import ConfigError
-    from service.logging import configure_logging
 
     configure_logging("INFO", sys.stderr)
     args = build_parser().parse_args(argv)

@@ -9,7 +9,6 @@ between file groups and abandons a half-written one cleanly.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 from typing import Any, Optional
 
@@ -119,17 +118,6 @@ def run_compactor(
 
 def _spark_session() -> Any:
     """A local-mode session whose tasks rewrite file groups (``compaction.executor: spark``)."""
-    from ingest.spark_session import build_spark_session
+    from runtime.spark_session import build_spark_session
 
     return build_spark_session("floe-compact")
-
-
-def install_stop_signals(stop: threading.Event) -> None:
-    """SIGTERM and SIGINT request a stop; the work in progress ends cleanly."""
-
-    def request_stop(signum: int, _frame: object) -> None:
-        log.info("stop requested", extra={"signal": signal.Signals(signum).name})
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)

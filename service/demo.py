@@ -212,12 +212,12 @@ class _Progress:
 
 def run_demo(options: DemoOptions, stop: Optional[threading.Event] = None) -> int:
     """The demo; 0 when every step ran, 3 when stopped early, 1 when a step failed."""
-    from service.compact_command import install_stop_signals
+    from runtime.signals import install_stop_signals
     from service.local_kafka import LocalKafka
 
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
-        install_stop_signals(stop)
+        install_stop_signals(stop, logging.getLogger("floe.demo"))
     work = options.work_dir
     work.mkdir(parents=True, exist_ok=True)
     print(f"floe demo: work directory {work}", flush=True)

@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-from service.logging import redact_text
+from runtime.logging import redact_text
 
 log = logging.getLogger(__name__)
 

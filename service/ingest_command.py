@@ -269,7 +269,7 @@ def run_ingest_service(
 
 
 def _spark_session() -> Any:
-    from ingest.spark_session import build_spark_session
+    from runtime.spark_session import build_spark_session
 
     return build_spark_session("floe-ingest")
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import ctypes
 import logging
-import os
 import signal
 import socket
 import subprocess
@@ -23,7 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Optional
 
-from ingest.jars import jar_set_dir
+from runtime.jars import jar_set_dir
 
 log = logging.getLogger(__name__)
 

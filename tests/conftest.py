@@ -74,7 +74,7 @@ def new_topic(kafka_bootstrap: str) -> Callable[..., str]:
 @pytest.fixture(scope="session")
 def spark():  # -> pyspark.sql.SparkSession
     """A local[2] SparkSession with Spark's Kafka source on the classpath."""
-    from ingest.spark_session import build_spark_session
+    from runtime.spark_session import build_spark_session
 
     session = build_spark_session("floe-tests", {"spark.sql.shuffle.partitions": "2"})
     yield session

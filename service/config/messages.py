@@ -13,11 +13,11 @@ from typing import Any, Mapping, Sequence
 
 from pydantic import ValidationError
 
+from runtime.logging import is_secret_key
 from service.config.environment import EnvOverride
 from service.config.introspection import keys_at
 from service.config.model import FloeConfig
 from service.config.problems import Problem, join_path, render_path, show, unknown_key
-from service.logging import is_secret_key
 
 _TOP_LEVEL = "(top level)"
 

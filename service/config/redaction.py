@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from runtime.logging import redact
 from service.config.model import FloeConfig
-from service.logging import redact
 
 
 def redacted_dict(config: FloeConfig) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import pyspark
 import pytest
 
 from commit.catalog import Catalog
-from ingest.jars import jar_paths
+from runtime.jars import jar_paths
 from table.schema import Schema
 
 PROBE = Path(__file__).with_name("JdbcCatalogProbe.java")

@@ -10,9 +10,9 @@ from typing import Any, Callable
 
 import pytest
 import yaml
-from pydantic import TypeAdapter
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import TypeAdapter
 
 from service.config import (
     ConfigError,
@@ -426,7 +426,7 @@ def test_env_overrides_nested_keys_list_items_and_top_level(tmp_path: Path) -> N
         "FLOE_TABLES__0__KEY": "id",
         "FLOE_CHECKPOINT_LOCATION": "s3://bucket/checkpoints",
         "FLOE_COMPACTION__EXPIRE_SNAPSHOTS__ENABLED": "false",
-        "FLOE_JARS_DIR": "/opt/floe/jars",  # belongs to ingest/jars.py, not to the config
+        "FLOE_JARS_DIR": "/opt/floe/jars",  # belongs to runtime/jars.py, not to the config
         "FLOE_TEST_KAFKA": "localhost:1",
         "KAFKA__BOOTSTRAP_SERVERS": "ignored:1",
     }

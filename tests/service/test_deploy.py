@@ -22,7 +22,6 @@ import yaml
 
 from service.config import FloeConfig, env_overrides, load_config
 
-
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "kubernetes"
@@ -320,7 +319,7 @@ def test_every_secret_reference_exists_in_the_example_secrets() -> None:
 
 
 def is_secretish(name: str) -> bool:
-    from service.logging import is_secret_key
+    from runtime.logging import is_secret_key
 
     return is_secret_key(name)
 

@@ -25,9 +25,10 @@ REPLY_PREFIX = "@@oracle "
 
 
 def build_oracle_session():
-    from ingest.jars import jar_paths
-    from ingest.spark_session import local_spark_conf
     from pyspark.sql import SparkSession
+
+    from runtime.jars import jar_paths
+    from runtime.spark_session import local_spark_conf
 
     builder = SparkSession.builder.appName("iceberg-oracle").config(
         "spark.jars", ",".join(jar_paths("iceberg-oracle"))

@@ -1,7 +1,7 @@
 """Builds the SparkSession that Floe's streaming job runs in.
 
 The Kafka source jars come from the ``spark-kafka`` jar set (see
-``ingest.jars``). PYSPARK_PYTHON is pinned to the interpreter running the
+``runtime.jars``). PYSPARK_PYTHON is pinned to the interpreter running the
 driver, so that executors (Python workers) see the same installed packages.
 """
 
@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Mapping, Optional
 
-from ingest.jars import jar_paths
+from runtime.jars import jar_paths
 
 
 def local_spark_conf(cores: int = 2, shuffle_partitions: int = 4) -> dict[str, str]:

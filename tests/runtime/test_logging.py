@@ -1,4 +1,4 @@
-"""service/logging.py: JSON lines, extra fields, and secrets that never reach the output."""
+"""runtime/logging.py: JSON lines, extra fields, and secrets that never reach the output."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import SecretStr
 
-from service.logging import MASK, RedactionFilter, configure_logging, is_secret_key, redact, redact_text
+from runtime.logging import MASK, RedactionFilter, configure_logging, is_secret_key, redact, redact_text
 
 SECRET = "hunter2-XYZ"
 

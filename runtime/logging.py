@@ -7,7 +7,7 @@ quotes a URI, a JAAS string), so redaction runs on the finished record, not at
 the call sites: values under secret-looking keys are masked, and so are
 ``user:password@`` in URIs and ``password="..."``-style pairs inside text.
 
-This module is ``service.logging``; absolute imports elsewhere still get the
+This module is ``runtime.logging``; absolute imports elsewhere still get the
 standard library's :mod:`logging`.
 """
 

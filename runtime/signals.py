@@ -1,0 +1,24 @@
+"""Stopping a Floe process cleanly on SIGTERM or SIGINT.
+
+Kubernetes sends SIGTERM before it kills a pod; Floe finishes the work in
+progress (the micro-batch, the file group) and exits with the documented
+code. The signal only sets an event that the long-running loops watch, and
+the line saying so comes from the logger of the component that stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+
+
+def install_stop_signals(stop: threading.Event, log: logging.Logger) -> None:
+    """SIGTERM and SIGINT set ``stop``, logged once on ``log``; the work in progress ends cleanly."""
+
+    def request_stop(signum: int, _frame: object) -> None:
+        log.info("stop requested", extra={"signal": signal.Signals(signum).name})
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)

@@ -1,0 +1,46 @@
+"""The import contract: Floe's package layering, as a test.
+
+``[tool.importlinter]`` in pyproject.toml states it: ``table`` <- ``commit`` <-
+{``ingest``, ``compaction``} <- ``service``, ``runtime`` beneath the process
+packages, the rooms of ``table/`` in layers, and no import cycle inside any
+package (lazy imports inside functions count too). The second test breaks the
+contract in a copy of the tree, so that the first one is known to be able to fail.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("table", "commit", "ingest", "compaction", "service", "runtime")
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(root / "pyproject.toml"), "--no-cache"],
+        cwd=root, capture_output=True, text=True, timeout=300, env={"PYTHONPATH": str(root), "PATH": ""},
+    )
+
+
+def test_the_import_contract_holds() -> None:
+    result = lint_imports(REPO)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+def test_the_import_contract_catches_an_upward_import_and_a_cycle(tmp_path: Path) -> None:
+    for package in PACKAGES:
+        shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    io_module = tmp_path / "table" / "io.py"
+    io_module.write_text(io_module.read_text() + "\n\ndef _upward() -> None:\n    import commit.catalog  # noqa\n")
+    types_module = tmp_path / "table" / "types.py"
+    types_module.write_text(types_module.read_text() + "\n\ndef _cycle() -> None:\n    import table.schema  # noqa\n")
+    result = lint_imports(tmp_path)
+    assert result.returncode != 0
+    assert "table.io -> commit.catalog" in result.stdout
+    assert "table.types -> table.schema" in result.stdout
