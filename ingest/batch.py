@@ -57,6 +57,7 @@ from ingest.writer import (
     read_written,
     write_files,
 )
+from table import properties
 from table.io import FileIO
 from table.metadata import TableMetadata
 from table.sort_order import NullOrder, SortDirection
@@ -64,7 +65,6 @@ from table.sort_order import NullOrder, SortDirection
 log = logging.getLogger("floe.ingest")
 
 WRITER_ID_TIMEOUT_S = 120.0
-DISTRIBUTION_MODE = "write.distribution-mode"
 
 
 class WriterIdUnbound(RuntimeError):
@@ -256,8 +256,8 @@ class BatchProcessor:
 
 def direct_path(metadata: TableMetadata, mode: str) -> bool:
     """Append into a table that wants its rows neither clustered nor sorted (see :mod:`ingest.direct`)."""
-    spec, props = metadata.spec(), metadata.properties
-    distribution = props.get(DISTRIBUTION_MODE, "hash" if spec.fields else "none")
+    spec = metadata.spec()
+    distribution = properties.DISTRIBUTION_MODE.read(metadata.properties) or ("hash" if spec.fields else "none")
     return mode == "append" and metadata.sort_order().is_unsorted and distribution == "none"
 
 

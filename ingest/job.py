@@ -33,7 +33,6 @@ BadRecordPolicy = Literal["dead-letter", "fail"]
 Pairs = tuple[tuple[str, str], ...]
 StartingOffsets = Union[str, tuple[tuple[str, tuple[tuple[int, int], ...]], ...]]
 
-TARGET_FILE_SIZE = "write.target-file-size-bytes"
 _DURATION = re.compile(r"^\d+(\.\d+)?\s*(ms|s|m|min|h|d)$")
 _RESERVED_KAFKA = frozenset({"bootstrap.servers", "group.id", "auto.offset.reset", "enable.auto.commit",
                              "key.deserializer", "value.deserializer", "interceptor.classes"})
