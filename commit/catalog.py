@@ -19,11 +19,13 @@ of the same namespace.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Iterable, Mapping, NamedTuple, Optional
 
 from commit import catalog_sql as sql
 from commit.catalog_db import CatalogDatabase, CommitOutcomeUnknownError, DuplicateKeyError, Session
+from commit.catalog_uri import SQLITE
 from commit.errors import (
     CatalogDatabaseError,
     CommitConflict,
@@ -31,6 +33,7 @@ from commit.errors import (
     InvalidArgument,
     NamespaceAlreadyExists,
     NamespaceNotEmpty,
+    NoSuchCatalog,
     NoSuchNamespace,
     NoSuchTable,
     TableAlreadyExists,
@@ -100,7 +103,11 @@ class Catalog:
     connection.
     """
 
-    def __init__(self, uri: str, warehouse: str, name: str = DEFAULT_CATALOG_NAME, *, timeout_s: float = 30.0):
+    def __init__(
+        self, uri: str, warehouse: str, name: str = DEFAULT_CATALOG_NAME, *, timeout_s: float = 30.0, create: bool = True
+    ):
+        """``create=False`` opens only a catalog that exists (its database and
+        tables): inspecting a misspelt URI must not create an empty catalog."""
         if not name:
             raise InvalidArgument("the catalog name must not be empty")
         check_name_length(name, "catalog name")
@@ -108,11 +115,26 @@ class Catalog:
         self.name = name
         self.warehouse = warehouse.rstrip("/") or "/"
         self._db = CatalogDatabase.from_uri(uri, timeout_s=timeout_s)
-        self._db.ensure_tables("create catalog tables", sql.SCHEMA_TABLES, sql.SCHEMA_COLUMNS)
+        if create:
+            self._db.ensure_tables("create catalog tables", sql.SCHEMA_TABLES, sql.SCHEMA_COLUMNS)
+        else:
+            self._require_existing()
         self._leases: Optional[LeaseTable] = None
 
     def __repr__(self) -> str:
         return f"Catalog({self._db.target.display!r}, name={self.name!r})"
+
+    def _require_existing(self) -> None:
+        target = self._db.target
+        if target.backend == SQLITE:
+            if not os.path.isabs(target.address):
+                raise InvalidArgument(
+                    f"catalog URI {target.display!r} names a relative path; use sqlite:////absolute/path.db"
+                )
+            if not os.path.isfile(target.address):
+                raise NoSuchCatalog(target.display, f"the file {target.address} does not exist")
+        if not self._db.has_tables("check the catalog tables", sql.SCHEMA_TABLES):
+            raise NoSuchCatalog(target.display, "the database has no Iceberg catalog tables")
 
     @property
     def backend(self) -> str:

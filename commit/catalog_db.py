@@ -153,6 +153,11 @@ class CatalogDatabase:
         except self.dialect.errors as e:
             raise self._translate(e, operation) from e
 
+    def has_tables(self, operation: str, tables: Sequence[tuple[str, str]]) -> bool:
+        """Whether every one of ``tables`` exists (nothing is created)."""
+        with self.read(operation) as session:
+            return all(session.query(self.dialect.table_exists_sql(), (name,)) for name, _ in tables)
+
     def _schema_complete(
         self, operation: str, tables: Sequence[tuple[str, str]], columns: Sequence[ColumnAddition]
     ) -> bool:

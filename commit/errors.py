@@ -46,6 +46,14 @@ class CatalogDatabaseError(CatalogError):
         super().__init__(f"catalog database error during {operation}: {reason}")
 
 
+class NoSuchCatalog(CatalogError):
+    """A catalog that must already exist (to be inspected, say) is not there."""
+
+    def __init__(self, display_uri: str, reason: str) -> None:
+        self.display_uri = display_uri
+        super().__init__(f"no Floe catalog at {display_uri}: {reason}")
+
+
 class NoSuchNamespace(CatalogError):
     """The namespace does not exist."""
 

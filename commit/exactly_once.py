@@ -216,6 +216,11 @@ def branch_history(metadata: TableMetadata, branch: str = MAIN_BRANCH) -> Iterat
     return iter(()) if head is None else metadata.ancestors_of(head.snapshot_id)
 
 
+def last_batch_snapshot(metadata: TableMetadata, branch: str = MAIN_BRANCH) -> Optional[Snapshot]:
+    """The newest snapshot on ``branch`` that committed a batch, whichever writer made it."""
+    return next((s for s in branch_history(metadata, branch) if writer_of(s) is not None), None)
+
+
 def batches_of(history: Iterable[Snapshot], writer_id: str) -> Iterator[CommittedBatch]:
     """The batches ``writer_id`` committed in ``history``, in its order."""
     for snapshot in history:

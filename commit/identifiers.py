@@ -44,6 +44,8 @@ TableIdentifierLike = Union[str, Sequence[str], TableIdentifier]
 
 def to_namespace(value: NamespaceLike) -> Namespace:
     """A validated namespace from ``"a.b"`` or ``("a", "b")``."""
+    if isinstance(value, str):
+        _check_characters(value, "namespace")
     levels = tuple(value.split(".")) if isinstance(value, str) else tuple(value)
     if not levels:
         raise InvalidArgument("a namespace needs at least one level")
@@ -58,6 +60,7 @@ def to_table_identifier(value: TableIdentifierLike) -> TableIdentifier:
     if isinstance(value, TableIdentifier):
         parts: Sequence[str] = (*value.namespace, value.name)
     elif isinstance(value, str):
+        _check_characters(value, "table identifier")
         parts = value.split(".")
     else:
         parts = tuple(value)
@@ -125,8 +128,24 @@ def check_location(location: str, what: str) -> None:
         raise InvalidArgument(f"{what} {location[:60]!r}... is longer than {LOCATION_MAX_LENGTH} characters")
 
 
+def _check_characters(text: str, what: str) -> None:
+    """Names become directories under the warehouse: refuse what could leave it, or hide in a log.
+
+    ``/`` and ``\\`` (path separators), ``..`` (a parent directory, or an empty
+    level) and control characters are not allowed anywhere in a name.
+    """
+    for ch in text:
+        if ch in "/\\":
+            raise InvalidArgument(f"{what} {text!r} contains {ch!r}, which is not allowed in a name (names become directories)")
+        if ord(ch) < 0x20 or ord(ch) == 0x7F:
+            raise InvalidArgument(f"{what} {text!r} contains the control character U+{ord(ch):04X}, which is not allowed in a name")
+    if ".." in text:
+        raise InvalidArgument(f"{what} {text!r} contains '..', which is not allowed (levels are separated by one '.')")
+
+
 def _check_level(level: str, parts: Sequence[str]) -> None:
     if not isinstance(level, str) or not level:
         raise InvalidArgument(f"name {'.'.join(map(str, parts))!r} has an empty level")
+    _check_characters(level, "name level")
     if "." in level:
         raise InvalidArgument(f"level {level!r} of {tuple(parts)!r} contains '.', which the catalog uses to join levels")

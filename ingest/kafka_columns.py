@@ -6,7 +6,7 @@ pairing when the job is configured): ``key`` (the whole key), ``key.<path>``
 (a field of the key read as a JSON object), ``headers.<name>`` (the last
 header of that name), ``topic``, ``partition``, ``offset``, ``timestamp``.
 :func:`kafka_column` reads the values of one source for a batch of Kafka
-rows; per-record problems are :class:`~ingest.record_errors.FieldError`\ s,
+rows; a per-record problem is a :class:`~ingest.record_errors.FieldError`,
 and the record goes to the dead letters like any other bad value.
 """
 

@@ -9,7 +9,17 @@ asks Kafka for each partition's watermarks (confluent-kafka's
 ``get_watermark_offsets``) and the table for what it holds (the offsets and
 newest Kafka timestamps recorded in snapshot summaries), so the gauges are
 right even when the query is stuck or down. :class:`LagMonitor` refreshes
-them every few seconds, and at once after each commit.
+them every few seconds, and at once after each commit; when Kafka cannot be
+reached it says so in one log line per attempt and in ``floe_ingest_kafka_up``.
+
+Freshness is how far the table is behind Kafka in time: 0 for a partition the
+table has caught up with (lag 0: nothing is waiting, however old the newest
+record), else now minus the newest Kafka timestamp committed. An idle topic is
+fresh; a stuck one grows older.
+
+Every labelled counter starts at 0 for each table (:meth:`IngestMetrics.register_table`),
+so a process that dies before its first commit still exports the series that
+``increase()`` in the alert rules needs.
 """
 
 from __future__ import annotations
@@ -26,9 +36,14 @@ from commit.catalog import Catalog
 from commit.exactly_once import committed_offsets
 from ingest.job import IngestJob
 from ingest.planning import PerPartition, committed_timestamps, consumer_lag
+from runtime.logging import summarize_error
 
 log = logging.getLogger("floe.ingest")
 
+BATCH_RESULTS = ("committed", "skipped", "empty", "failed")
+FILE_CONTENTS = ("data", "position_deletes", "equality_deletes")
+BAD_RECORD_REASONS = ("DecodeError", "FieldError", "ChangeError")
+"""The record error classes of :mod:`ingest.record_errors`: the ``reason`` label's values."""
 BATCH_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
 COMMIT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -50,9 +65,25 @@ class IngestMetrics:
         self.batch_duration = Histogram("floe_ingest_batch_duration_seconds", "Whole micro-batch, decode to commit", t, buckets=BATCH_BUCKETS, registry=r)
         self.commit_latency = Histogram("floe_ingest_commit_latency_seconds", "The commit step alone", t, buckets=COMMIT_BUCKETS, registry=r)
         self.consumer_lag = Gauge("floe_ingest_consumer_lag_records", "Latest Kafka offset minus the offset committed into the table", t + ["topic", "partition"], registry=r)
-        self.freshness = Gauge("floe_ingest_freshness_seconds", "Now minus the newest Kafka timestamp committed into the table", t + ["topic", "partition"], registry=r)
+        self.freshness = Gauge("floe_ingest_freshness_seconds", "How far the table is behind Kafka in time: 0 when caught up (consumer lag 0), else now minus the newest Kafka timestamp committed into the table", t + ["topic", "partition"], registry=r)
         self.last_commit = Gauge("floe_ingest_last_commit_timestamp_seconds", "Unix time of the last successful commit", t, registry=r)
         self.query_active = Gauge("floe_ingest_query_active", "1 while the streaming query runs", t, registry=r)
+        self.kafka_up = Gauge("floe_ingest_kafka_up", "1 when the last probe reached Kafka, 0 when it could not", t, registry=r)
+
+    def register_table(self, table: str, last_commit_s: Optional[float] = None) -> None:
+        """Start every labelled counter of ``table`` at 0, and the last-commit gauge at the
+        table's last ingest commit (so neither vanishes after a restart)."""
+        for counter in (self.records_read, self.records_committed, self.commit_retries, self.commit_conflicts):
+            counter.labels(table).inc(0)
+        for result in BATCH_RESULTS:
+            self.batches.labels(table, result).inc(0)
+        for content in FILE_CONTENTS:
+            self.files_written.labels(table, content).inc(0)
+            self.bytes_written.labels(table, content).inc(0)
+        for reason in BAD_RECORD_REASONS:
+            self.bad_records.labels(table, reason).inc(0)
+        if last_commit_s is not None:
+            self.last_commit.labels(table).set(last_commit_s)
 
     # -- batches ---------------------------------------------------------------
 
@@ -96,10 +127,24 @@ class IngestMetrics:
             for partition, records in parts.items():
                 self.consumer_lag.labels(table, topic, str(partition)).set(records)
 
-    def set_freshness(self, table: str, newest_micros: PerPartition, now_s: float) -> None:
+    def set_freshness(self, table: str, newest_micros: PerPartition, now_s: float, lag: PerPartition) -> None:
+        """Per partition: 0 when caught up (lag 0), else now minus the newest committed Kafka timestamp."""
         for topic, parts in newest_micros.items():
             for partition, micros in parts.items():
-                self.freshness.labels(table, topic, str(partition)).set(max(0.0, now_s - micros / 1e6))
+                caught_up = lag.get(topic, {}).get(partition) == 0
+                age = 0.0 if caught_up else max(0.0, now_s - micros / 1e6)
+                self.freshness.labels(table, topic, str(partition)).set(age)
+
+    def set_kafka_up(self, table: str, up: bool) -> None:
+        self.kafka_up.labels(table).set(1 if up else 0)
+
+
+class KafkaUnreachable(RuntimeError):
+    """The brokers did not answer a metadata or watermark request."""
+
+    def __init__(self, bootstrap_servers: str, error: BaseException) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        super().__init__(f"kafka {bootstrap_servers} is unreachable: {summarize_error(error)}")
 
 
 class LagProbe:
@@ -116,6 +161,10 @@ class LagProbe:
             **job.source.librdkafka_config(),
             "group.id": f"floe-lag-{job.table.identifier}",
             "enable.auto.commit": False,
+            # librdkafka's own reconnect chatter would repeat every second; the
+            # monitor reports an unreachable broker itself, once per attempt.
+            "log_level": 2,
+            "logger": logging.getLogger("floe.librdkafka"),
         })
 
     def topic_partitions(self) -> dict[str, list[int]]:
@@ -142,9 +191,21 @@ class LagProbe:
     def refresh(self) -> None:
         table = self._job.table.identifier
         metadata = self._catalog.load_table(table).metadata
-        marks = self.watermarks()
-        self._metrics.set_lag(table, consumer_lag(marks, committed_offsets(metadata)))
-        self._metrics.set_freshness(table, committed_timestamps(metadata), time.time())
+        try:
+            marks = self.watermarks()
+        except Exception as error:
+            raise KafkaUnreachable(self._job.source.bootstrap_servers, error) from error
+        self._metrics.set_kafka_up(table, True)
+        lag = consumer_lag(marks, committed_offsets(metadata))
+        self._metrics.set_lag(table, lag)
+        self._metrics.set_freshness(table, committed_timestamps(metadata), time.time(), lag)
+
+    @property
+    def table(self) -> str:
+        return self._job.table.identifier
+
+    def mark_unreachable(self) -> None:
+        self._metrics.set_kafka_up(self.table, False)
 
     def close(self) -> None:
         self._consumer.close()
@@ -175,11 +236,19 @@ class LagMonitor:
     def _run(self) -> None:
         try:
             while not self._done.is_set():
-                try:
-                    self._probe.refresh()
-                except Exception:  # noqa: BLE001 - a monitoring failure must not stop ingestion; it is logged
-                    log.exception("lag refresh failed")
+                self.refresh_once()
                 self._wake.wait(self._interval)
                 self._wake.clear()
         finally:
             self._probe.close()
+
+    def refresh_once(self) -> None:
+        """One refresh; a failure is one log line (tracebacks at DEBUG) and must not stop ingestion."""
+        try:
+            self._probe.refresh()
+        except KafkaUnreachable as unreachable:
+            self._probe.mark_unreachable()
+            log.warning("%s; retrying every %.0fs", unreachable, self._interval, extra={"table": self._probe.table})
+        except Exception as error:  # noqa: BLE001 - a monitoring failure must not stop ingestion; it is logged
+            log.warning("lag refresh failed: %s; retrying every %.0fs", summarize_error(error), self._interval,
+                        extra={"table": self._probe.table}, exc_info=error if log.isEnabledFor(logging.DEBUG) else None)

@@ -146,16 +146,24 @@ def starting_offsets(
     every partition the table covered resumes at its committed offset, the
     others where ``configured`` says (``earliest`` -2, ``latest`` -1, or the
     configured JSON's own offset), because Spark wants every partition named.
+
+    A configured offset *ahead* of the committed one wins: that is how an
+    operator skips a poison record (new checkpoint, ``starting_offsets`` one
+    past it); one behind never does, so nothing is read twice.
     """
     if not any(committed.get(t) for t in partitions):
         return None
     specific: dict[str, dict[str, int]] = {} if configured in ("earliest", "latest") else json.loads(configured)
     default = -1 if configured == "latest" else -2
     obj = {
-        topic: {
-            str(p): committed.get(topic, {}).get(p, specific.get(topic, {}).get(str(p), default))
-            for p in sorted(parts)
-        }
+        topic: {str(p): _resume_at(committed.get(topic, {}).get(p), specific.get(topic, {}).get(str(p)), default)
+                for p in sorted(parts)}
         for topic, parts in sorted(partitions.items())
     }
     return json.dumps(obj, separators=(",", ":"))
+
+
+def _resume_at(committed: Optional[int], configured: Optional[int], default: int) -> int:
+    if committed is None:
+        return configured if configured is not None else default
+    return committed if configured is None or configured < committed else configured

@@ -25,7 +25,7 @@ import threading
 from typing import Any, Callable, Optional
 
 from commit.catalog import Catalog
-from commit.exactly_once import committed_offsets
+from commit.exactly_once import committed_offsets, last_batch_snapshot
 from ingest.batch import BatchProcessor
 from ingest.job import IngestJob, with_decode_schema
 from ingest.metrics import IngestMetrics, LagMonitor, LagProbe
@@ -155,6 +155,8 @@ def run_ingest(job: IngestJob, spark: Any, stop_event: Optional[threading.Event]
     catalog = Catalog(job.catalog.uri, job.catalog.warehouse, job.catalog.name)
     try:
         loaded = ensure_table(catalog, job.table)
+        last = last_batch_snapshot(loaded.metadata)
+        metrics.register_table(job.table.identifier, None if last is None else last.timestamp_ms / 1000)
         table = with_decode_schema(job.table, loaded.metadata.schema())
         probe = LagProbe(job, catalog, metrics)
         try:

@@ -1,11 +1,20 @@
-"""Structured JSON-lines logging with secret redaction.
+"""Logging for every Floe process: one line per record, secrets redacted.
 
-A container's log collector parses one JSON object per line, so every record
-becomes ``{"ts", "level", "logger", "message", ...extra fields}``. Secrets can
-reach a log record from anywhere (a config dump, an exception message that
-quotes a URI, a JAAS string), so redaction runs on the finished record, not at
-the call sites: values under secret-looking keys are masked, and so are
-``user:password@`` in URIs and ``password="..."``-style pairs inside text.
+Two formats (``log_format``): ``json``, one object per line
+``{"ts", "level", "logger", "message", ...extra fields}``, for a container's
+log collector; and ``text``, ``<ts> <LEVEL> <logger>: <message> key=value...``,
+for a person at a terminal (the default when stderr is one).
+
+Secrets can reach a log record from anywhere (a config dump, an exception
+message that quotes a URI, a JAAS string), so redaction runs on the finished
+record, not at the call sites: values under secret-looking keys are masked,
+and so are ``user:password@`` in URIs and ``password="..."``-style pairs
+inside text.
+
+A failure is one line too: a record with an exception carries ``error``, the
+cause in one line (:func:`summarize_error`: for an error that crossed Spark's
+JVM, the Python exception buried in its text). The traceback is added only
+when the level is DEBUG.
 
 This module is ``runtime.logging``; absolute imports elsewhere still get the
 standard library's :mod:`logging`.
@@ -44,7 +53,7 @@ _BEARER = re.compile(r"(?P<head>\bBearer\s+)[A-Za-z0-9._~+/\-]+=*", re.IGNORECAS
 
 # Attributes every LogRecord has; anything else on a record came from ``extra``.
 _RECORD_ATTRS = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
-_RESERVED_OUTPUT = ("ts", "level", "logger", "message", "exception")
+_RESERVED_OUTPUT = ("ts", "level", "logger", "message", "error", "exception")
 _HANDLER_MARK = "_floe_json_handler"
 
 
@@ -93,21 +102,60 @@ class RedactionFilter(logging.Filter):
     """Rewrites each record so that no handler downstream can emit a secret.
 
     The message is rendered with its arguments first (a secret may be an
-    argument), then redacted; ``extra`` fields are redacted by key and content;
-    exception text is rendered and redacted too.
+    argument), then redacted; ``extra`` fields are redacted by key and content.
+    An exception becomes its one-line summary (``record.floe_error``) and, with
+    ``tracebacks``, its redacted traceback text; without, the traceback is dropped.
     """
+
+    def __init__(self, tracebacks: bool = True) -> None:
+        super().__init__()
+        self.tracebacks = tracebacks
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.msg = redact_text(_safe_message(record))
         record.args = None
         for name in _extra_names(record):
             setattr(record, name, redact(getattr(record, name), name))
-        if record.exc_info and not record.exc_text:
-            record.exc_text = "".join(traceback.format_exception(*record.exc_info)).rstrip()
+        if record.exc_info and record.exc_info[1] is not None:
+            record.floe_error = redact_text(summarize_error(record.exc_info[1]))
+            if self.tracebacks and not record.exc_text:
+                record.exc_text = "".join(traceback.format_exception(*record.exc_info)).rstrip()
+        if not self.tracebacks:
+            record.exc_text = None
         if record.exc_text:
             record.exc_text = redact_text(record.exc_text)
-        record.exc_info = None  # the redacted exc_text replaces the live exception
+        record.exc_info = None  # the summary and the redacted exc_text replace the live exception
         return True
+
+
+# A line of a Python traceback's tail: ``package.module.SomeError: message``.
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)): (?P<text>.+)$")
+# Exceptions that only wrap the cause on its way through Spark and py4j.
+_WRAPPERS = frozenset({
+    "Py4JJavaError", "PythonException", "StreamingQueryException", "SparkException", "SparkRuntimeException",
+    "IllegalStateException", "RuntimeException", "ExecutionException", "CapturedException", "Py4JError",
+})
+_SUMMARY_CHARS = 500
+
+
+def summarize_error(error: BaseException) -> str:
+    """The cause of ``error`` in one line: ``Type: message``.
+
+    An error that crossed Spark's JVM (a failed task or streaming query)
+    carries the Python traceback of its cause as text, dozens of times over;
+    the first exception line in that text that is not a wrapper is the cause.
+    """
+    text = str(error)
+    for line in text.splitlines():
+        found = _EXCEPTION_LINE.match(line.strip())
+        if found and found["name"] not in _WRAPPERS:
+            return _clip(f"{found['name']}: {found['text']}")
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return _clip(f"{type(error).__name__}: {first}" if first else type(error).__name__)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _SUMMARY_CHARS else text[: _SUMMARY_CHARS - 1] + "…"
 
 
 def _safe_message(record: logging.LogRecord) -> str:
@@ -119,6 +167,30 @@ def _safe_message(record: logging.LogRecord) -> str:
 
 def _extra_names(record: logging.LogRecord) -> list[str]:
     return [name for name in record.__dict__ if name not in _RECORD_ATTRS and not name.startswith("_")]
+
+
+def _output_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The ``extra`` fields of a record, redacted, under their output names."""
+    fields = {}
+    for name in _extra_names(record):
+        if name == "floe_error":
+            continue
+        fields[f"extra.{name}" if name in _RESERVED_OUTPUT else name] = redact(getattr(record, name), name)
+    return fields
+
+
+def _record_error(record: logging.LogRecord) -> Optional[str]:
+    summary = getattr(record, "floe_error", None)
+    if summary is None and record.exc_info and record.exc_info[1] is not None:
+        summary = summarize_error(record.exc_info[1])
+    return None if summary is None else redact_text(str(summary))
+
+
+def _record_traceback(record: logging.LogRecord) -> Optional[str]:
+    text = record.exc_text or (
+        "".join(traceback.format_exception(*record.exc_info)).rstrip() if record.exc_info else None
+    )
+    return None if not text else redact_text(text)
 
 
 class JsonFormatter(logging.Formatter):
@@ -137,15 +209,40 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": redact_text(_safe_message(record)),
         }
-        for name in _extra_names(record):
-            out = f"extra.{name}" if name in _RESERVED_OUTPUT else name
-            entry[out] = redact(getattr(record, name), name)
-        exception = record.exc_text or (
-            "".join(traceback.format_exception(*record.exc_info)).rstrip() if record.exc_info else None
-        )
+        entry.update(_output_fields(record))
+        error = _record_error(record)
+        if error:
+            entry["error"] = error
+        exception = _record_traceback(record)
         if exception:
-            entry["exception"] = redact_text(exception)
+            entry["exception"] = exception
         return json.dumps(entry, default=str, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    """``<ts> <LEVEL> <logger>: <message> [key=value ...] [error: ...]``, one line per record
+    (the traceback, at DEBUG, on the lines after it)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        parts = [f"{_timestamp(record.created)} {record.levelname:<7} {record.name}: {redact_text(_safe_message(record))}"]
+        for name, value in _output_fields(record).items():
+            parts.append(f"{name}={_text_value(value)}")
+        error = _record_error(record)
+        if error:
+            parts.append(f"error: {error}")
+        line = "  ".join(parts[:1]) + ("  " + " ".join(parts[1:]) if len(parts) > 1 else "")
+        exception = _record_traceback(record)
+        return f"{line}\n{exception}" if exception else line
+
+
+def _text_value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    return json.dumps(text, ensure_ascii=False) if (not text or any(c.isspace() for c in text)) else text
+
+
+LogFormat = str
+"""``text``, ``json``, or ``auto`` (text on a terminal, JSON otherwise)."""
+LOG_FORMATS = ("auto", "text", "json")
 
 
 def _timestamp(created: float) -> str:
@@ -154,25 +251,41 @@ def _timestamp(created: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-def configure_logging(level: Union[str, int] = "INFO", stream: Optional[TextIO] = None) -> logging.Handler:
-    """Send every log record, redacted, as JSON lines to ``stream`` (default stderr).
+def configure_logging(
+    level: Union[str, int] = "INFO", stream: Optional[TextIO] = None, log_format: LogFormat = "auto"
+) -> logging.Handler:
+    """Send every log record, redacted, to ``stream`` (default stderr) in ``log_format``.
 
-    Replaces a handler installed by an earlier call (so re-configuration does
-    not duplicate lines) and plain ``basicConfig`` stream handlers on the root
-    logger; other handlers (a test runner's capture) stay. Returns the handler.
+    Tracebacks are logged only at DEBUG; otherwise a failure is its one-line
+    ``error``. Replaces a handler installed by an earlier call (so
+    re-configuration does not duplicate lines) and plain ``basicConfig``
+    stream handlers on the root logger; other handlers (a test runner's
+    capture) stay. Returns the handler.
     """
+    if log_format not in LOG_FORMATS:
+        raise ValueError(f"log format: expected one of {', '.join(LOG_FORMATS)}, got {log_format!r}")
     root = logging.getLogger()
     for old in list(root.handlers):
         if getattr(old, _HANDLER_MARK, False) or type(old) is logging.StreamHandler:
             root.removeHandler(old)
-    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    target = stream if stream is not None else sys.stderr
+    handler = logging.StreamHandler(target)
     setattr(handler, _HANDLER_MARK, True)
-    handler.addFilter(RedactionFilter())
-    handler.setFormatter(JsonFormatter())
+    numeric = _level(level)
+    handler.addFilter(RedactionFilter(tracebacks=numeric <= logging.DEBUG))
+    handler.setFormatter(TextFormatter() if _wants_text(log_format, target) else JsonFormatter())
     root.addHandler(handler)
-    root.setLevel(_level(level))
-    logging.getLogger("py4j").setLevel(max(logging.WARNING, root.level))  # Spark's gateway chatter
+    root.setLevel(numeric)
+    for chatty in ("py4j", "confluent_kafka", "floe.librdkafka"):  # Spark's gateway, the Kafka clients
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, numeric))
     return handler
+
+
+def _wants_text(log_format: LogFormat, stream: TextIO) -> bool:
+    if log_format != "auto":
+        return log_format == "text"
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
 
 
 def _level(level: Union[str, int]) -> int:

@@ -13,6 +13,7 @@ from typing import Callable
 
 from commit.catalog import Catalog
 from service.config import FloeConfig
+from service.failures import CommandError
 from table.io import FileIO
 
 
@@ -34,7 +35,9 @@ def _guarded(name: str, probe: Callable[[], str]) -> CheckResult:
         return CheckResult(name, False, f"{type(exc).__name__}: {exc}")
 
 
-def check_kafka(config: FloeConfig, timeout_s: float = 10.0) -> CheckResult:
+def check_kafka(config: FloeConfig, timeout_s: float = 10.0, *, topics: bool = True) -> CheckResult:
+    """Reach the brokers (and, with ``topics``, find every configured topic)."""
+
     def probe() -> str:
         from confluent_kafka.admin import AdminClient
 
@@ -43,11 +46,21 @@ def check_kafka(config: FloeConfig, timeout_s: float = 10.0) -> CheckResult:
         metadata = AdminClient(settings).list_topics(timeout=timeout_s)
         wanted = sorted({t for table in config.tables for t in table.source_topics})
         missing = [t for t in wanted if t not in metadata.topics]
-        if missing:
+        if missing and topics:
             raise LookupError(f"topics not found: {', '.join(missing)} (brokers: {len(metadata.brokers)})")
         return f"{len(metadata.brokers)} broker(s); topics found: {', '.join(wanted) or 'none (pattern)'}"
 
     return _guarded(f"kafka {','.join(config.kafka.bootstrap_servers)}", probe)
+
+
+def require_kafka(config: FloeConfig, timeout_s: float = 10.0) -> None:
+    """Fail fast, with ``floe check``'s own words, when no broker answers."""
+    result = check_kafka(config, timeout_s, topics=False)
+    if not result.ok:
+        raise CommandError(
+            f"{result.name}: {result.detail}; check kafka.bootstrap_servers and that the brokers are up "
+            "('floe check' runs the same probe)"
+        )
 
 
 def check_catalog(config: FloeConfig) -> CheckResult:

@@ -3,18 +3,27 @@
 Exit codes: 0 success, 1 a command failed, 2 bad usage or an invalid
 configuration (each problem printed on its own line), 3 stopped by SIGTERM
 or SIGINT (``ingest``, ``compact``).
+
+A failure is printed as one line, ``floe <command>: <cause>; <what to do>``
+(:mod:`service.failures`); the traceback only with ``log_level: DEBUG`` in the
+configuration, or ``FLOE_LOG_LEVEL=DEBUG``. Output cut short by its reader
+(``floe check --show-config | head``) ends the command quietly.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import sys
 import tempfile
+import traceback
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
-EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED = 0, 1, 2, 3
+LOG_LEVEL_ENV, LOG_FORMAT_ENV = "FLOE_LOG_LEVEL", "FLOE_LOG_FORMAT"
 
 
 def _load(path: str):  # -> FloeConfig
@@ -23,15 +32,32 @@ def _load(path: str):  # -> FloeConfig
     return load_config(path)
 
 
-def _catalog_from(args: argparse.Namespace):  # -> Catalog
-    from commit.catalog import Catalog
+def _configure_logging(config: Any = None) -> None:
+    """The configuration's log level and format; without one, ``FLOE_LOG_LEVEL``/``FLOE_LOG_FORMAT``."""
+    from runtime.logging import configure_logging
 
-    if args.config:
-        config = _load(args.config)
-        return Catalog(config.catalog.connection_uri(), config.catalog.warehouse, config.catalog.name)
-    if not (args.catalog_uri and args.warehouse):
-        raise SystemExit("floe table: give --config FILE, or --catalog-uri and --warehouse")
-    return Catalog(args.catalog_uri, args.warehouse, args.catalog_name)
+    if config is not None:
+        configure_logging(config.log_level, sys.stderr, config.log_format)
+    else:
+        configure_logging(os.environ.get(LOG_LEVEL_ENV, "INFO"), sys.stderr, os.environ.get(LOG_FORMAT_ENV, "auto"))
+
+
+def _catalog_from(args: argparse.Namespace):  # -> Catalog
+    """The catalog to inspect; it must exist (inspection never creates one)."""
+    from commit.catalog import DEFAULT_CATALOG_NAME, Catalog
+
+    config_file, uri, warehouse = (getattr(args, name, None) for name in ("config", "catalog_uri", "warehouse"))
+    if config_file:
+        config = _load(config_file)
+        _configure_logging(config)
+        return Catalog(config.catalog.connection_uri(), config.catalog.warehouse, config.catalog.name, create=False)
+    if not (uri and warehouse):
+        raise UsageError("give --config FILE, or --catalog-uri and --warehouse")
+    return Catalog(uri, warehouse, getattr(args, "catalog_name", DEFAULT_CATALOG_NAME), create=False)
+
+
+class UsageError(Exception):
+    """The command line itself is wrong (exit 2)."""
 
 
 def _print(lines: Sequence[str]) -> int:
@@ -53,9 +79,15 @@ def _table(args: argparse.Namespace) -> int:
         "describe": lambda: inspect.describe(loaded.metadata_location, loaded.metadata),
         "history": lambda: inspect.history(loaded.metadata),
         "files": lambda: inspect.files(io, loaded.metadata),
-        "scan": lambda: inspect.scan(io, loaded.metadata, args.limit, tuple(args.columns or ("*",))),
+        "scan": lambda: inspect.scan(io, loaded.metadata, args.limit, _columns(args.columns)),
     }
     return _print(views[args.table_command]())
+
+
+def _columns(given: Optional[list[str]]) -> tuple[str, ...]:
+    """``--columns a,b`` (or repeated): the column names; all when none are given."""
+    names = [name.strip() for value in given or () for name in value.split(",") if name.strip()]
+    return tuple(names) or ("*",)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -65,6 +97,7 @@ def _check(args: argparse.Namespace) -> int:
     from service.config import redacted_dict
 
     config = _load(args.config)
+    _configure_logging(config)
     print("configuration: valid")
     if args.show_config:
         print(yaml.safe_dump(redacted_dict(config), sort_keys=False).rstrip())
@@ -80,6 +113,7 @@ def _compact(args: argparse.Namespace) -> int:
     from service.compact_command import run_compactor
 
     config = _load(args.config)
+    _configure_logging(config)
     stop = threading.Event()
     install_stop_signals(stop, logging.getLogger("floe.compact"))
     return run_compactor(config, once=args.once, stop=stop)
@@ -88,12 +122,11 @@ def _compact(args: argparse.Namespace) -> int:
 def _ingest(args: argparse.Namespace) -> int:
     import threading
 
-    from runtime.logging import configure_logging
     from runtime.signals import install_stop_signals
     from service.ingest_command import run_ingest_service
 
     config = _load(args.config)
-    configure_logging(config.log_level, sys.stderr)
+    _configure_logging(config)
     stop = threading.Event()
     install_stop_signals(stop, logging.getLogger("floe.ingest"))
     return run_ingest_service(config, stop=stop)
@@ -106,43 +139,66 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(DemoOptions(work_dir=work, duration_s=args.duration, rate=args.rate))
 
 
+# ---------------------------------------------------------------------------
+# The parser
+# ---------------------------------------------------------------------------
+
+
+def _config_option(required: bool) -> argparse.ArgumentParser:
+    """``--config``, accepted before or after the subcommand's own arguments."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--config", required=required, help="Floe configuration file (YAML)")
+    return options
+
+
+def _catalog_options() -> argparse.ArgumentParser:
+    """How ``floe table`` finds the catalog; given after ``table`` or after its subcommand."""
+    options = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    options.add_argument("--config", help="Floe configuration file (for the catalog)")
+    options.add_argument("--catalog-uri", help="catalog URI, instead of --config (sqlite:////abs/catalog.db)")
+    options.add_argument("--warehouse", help="warehouse location, with --catalog-uri")
+    options.add_argument("--catalog-name", help="catalog name, with --catalog-uri (default: floe)")
+    return options
+
+
 def _add_table_commands(commands: argparse._SubParsersAction) -> None:
-    table = commands.add_parser("table", help="inspect a table: list, describe, history, files, scan")
-    table.add_argument("--config", help="Floe configuration file (for the catalog)")
-    table.add_argument("--catalog-uri", help="catalog URI, instead of --config (sqlite:////abs/catalog.db)")
-    table.add_argument("--warehouse", help="warehouse location, with --catalog-uri")
-    table.add_argument("--catalog-name", default="floe", help="catalog name, with --catalog-uri (default floe)")
+    catalog = _catalog_options()
+    table = commands.add_parser("table", parents=[catalog], help="inspect a table: list, describe, history, files, scan")
     sub = table.add_subparsers(dest="table_command", required=True)
-    sub.add_parser("list", help="every table in the catalog")
+    sub.add_parser("list", parents=[catalog], help="every table in the catalog")
     for name, text in (
         ("describe", "schema, partition specs, sort order, properties"),
         ("history", "snapshots of the main branch with their summaries"),
         ("files", "live data files with sizes, rows and delete counts"),
         ("scan", "live rows as JSON lines (deletes applied)"),
     ):
-        view = sub.add_parser(name, help=text)
+        view = sub.add_parser(name, parents=[catalog], help=text)
         view.add_argument("identifier", help="namespace.table")
         if name == "scan":
-            view.add_argument("--limit", type=int, default=20, help="rows to print at most (default 20)")
-            view.add_argument("--columns", nargs="*", help="columns to print (default all)")
+            view.add_argument("--limit", type=int, default=20, help="rows to print at most (default: 20)")
+            view.add_argument("--columns", action="append", metavar="A,B",
+                              help="columns to print, comma-separated (default: all)")
     table.set_defaults(func=_table)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from service.metrics import floe_version
+
     parser = argparse.ArgumentParser(prog="floe", description="Land Kafka topics in Apache Iceberg v2 tables.")
+    parser.add_argument("--version", action="version", version=f"floe {floe_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    check = commands.add_parser("check", help="validate a configuration and reach Kafka, the catalog, the warehouse")
-    check.add_argument("--config", required=True, help="Floe configuration file (YAML)")
+    check = commands.add_parser("check", parents=[_config_option(True)],
+                                help="validate a configuration and reach Kafka, the catalog, the warehouse")
     check.add_argument("--show-config", action="store_true", help="print the effective configuration, secrets masked")
     check.set_defaults(func=_check)
 
-    ingest = commands.add_parser("ingest", help="run the streaming job: one query per table, until stopped")
-    ingest.add_argument("--config", required=True, help="Floe configuration file (YAML)")
+    ingest = commands.add_parser("ingest", parents=[_config_option(True)],
+                                 help="run the streaming job: one query per table, until stopped")
     ingest.set_defaults(func=_ingest)
 
-    compact = commands.add_parser("compact", help="run the compactor: hourly by default, or one round with --once")
-    compact.add_argument("--config", required=True, help="Floe configuration file (YAML)")
+    compact = commands.add_parser("compact", parents=[_config_option(True)],
+                                  help="run the compactor: hourly by default, or one round with --once")
     compact.add_argument("--once", action="store_true", help="compact every table once, then exit")
     compact.set_defaults(func=_compact)
 
@@ -150,18 +206,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="run Floe on embedded defaults (local Kafka, SQLite catalog)")
     demo.add_argument("--work-dir", help="where the demo keeps its broker, catalog and warehouse (default: a new temp dir)")
-    demo.add_argument("--duration", type=float, default=60.0, help="seconds of order events to produce (default 60)")
-    demo.add_argument("--rate", type=int, default=200, help="order events per second (default 200)")
+    demo.add_argument("--duration", type=float, default=60.0, help="seconds of order events to produce (default: 60)")
+    demo.add_argument("--rate", type=int, default=200, help="order events per second (default: 200)")
     demo.set_defaults(func=_demo)
     return parser
 
 
+# ---------------------------------------------------------------------------
+# Running a command
+# ---------------------------------------------------------------------------
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from runtime.logging import configure_logging
     from service.config import ConfigError
 
-    configure_logging("INFO", sys.stderr)
+    _configure_logging()
     args = build_parser().parse_args(argv)
+    if args.command in ("table", "check"):
+        _end_quietly_on_a_closed_pipe()
     try:
         return args.func(args)
     except ConfigError as exc:
@@ -169,6 +231,32 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for problem in exc.problems:
             print(f"  {problem}", file=sys.stderr)
         return EXIT_CONFIG
+    except UsageError as exc:
+        print(f"floe {_command(args)}: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return EXIT_STOPPED
+    except Exception as exc:  # noqa: BLE001 - every failure ends in one line (and a traceback at DEBUG)
+        return _fail(args, exc)
+
+
+def _fail(args: argparse.Namespace, error: Exception) -> int:
+    from service.failures import explain
+
+    if logging.getLogger().isEnabledFor(logging.DEBUG):
+        traceback.print_exception(error, file=sys.stderr)
+    print(f"floe {_command(args)}: {explain(error)}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def _command(args: argparse.Namespace) -> str:
+    sub = getattr(args, "table_command", None)
+    return f"{args.command} {sub}" if sub else str(args.command)
+
+
+def _end_quietly_on_a_closed_pipe() -> None:
+    """Output commands die silently when their reader goes away, as Unix tools do (exit 141)."""
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
 
 if __name__ == "__main__":

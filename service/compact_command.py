@@ -24,7 +24,7 @@ from service.config.compactor import CompactionConfig
 from service.http import OpsServer
 from service.metrics import register_service_metrics
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("floe.compact")
 EXIT_OK, EXIT_RUN_FAILED, EXIT_INTERRUPTED = 0, 1, 3
 
 
@@ -92,7 +92,8 @@ def run_compactor(
     service_metrics = register_service_metrics(registry)
     metrics = CompactionMetrics(registry)
     readiness = CompactorReadiness()
-    server = OpsServer(config.http.host, config.http.compact_port if port is None else port, registry)
+    server = OpsServer(config.http.host, config.http.compact_port if port is None else port, registry,
+                       setting="http.compact_port")
     server.add_readiness_check("compactor", readiness)
     use_spark = config.compaction.executor == "spark"
     owned = use_spark and spark is None
@@ -107,13 +108,16 @@ def run_compactor(
             if once:
                 outcomes = scheduler.run_once()
                 readiness.record(outcomes)
-                return EXIT_OK if all(o.ok for o in outcomes) else EXIT_RUN_FAILED
-            scheduler.run_forever()
+                code = EXIT_OK if all(o.ok for o in outcomes) else EXIT_RUN_FAILED
+            else:
+                scheduler.run_forever()
+                code = EXIT_INTERRUPTED if stop.is_set() else EXIT_OK
         finally:
             service_metrics.mark_down("compact")
             if owned:
                 session.stop()
-    return EXIT_INTERRUPTED if stop.is_set() else EXIT_OK
+    log.info("compactor stopped", extra={"exit_code": code})
+    return code
 
 
 def _spark_session() -> Any:

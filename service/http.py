@@ -15,6 +15,7 @@ daemon threads (stdlib ``ThreadingHTTPServer``), one per request.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import socket
@@ -35,6 +36,21 @@ ReadinessCheck = Callable[[], tuple[bool, str]]
 
 _JSON = "application/json"
 _POLL_S = 0.1  # how soon stop() takes effect; the idle thread wakes this often
+
+
+class PortInUse(OSError):
+    """The ops server cannot bind its port: another process holds it."""
+
+    def __init__(self, setting: str, host: str, port: int) -> None:
+        super().__init__(
+            errno.EADDRINUSE,
+            f"{setting} {port} is already in use on {host} (another Floe process?): "
+            f"stop that process, or set {setting} to a free port",
+        )
+        self.setting, self.host, self.port = setting, host, port
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 @dataclass(frozen=True)
@@ -104,7 +120,10 @@ class OpsServer:
         port: int = 0,
         registry: CollectorRegistry = REGISTRY,
         checks: Optional[ReadinessChecks] = None,
+        setting: str = "http port",
     ) -> None:
+        """``setting`` names the configuration key of the port, for the message when it is taken."""
+        self.setting = setting
         self.host = host
         self.requested_port = port
         self.registry = registry
@@ -131,7 +150,12 @@ class OpsServer:
         """Bind and serve on a daemon thread; returns once the socket listens."""
         if self._server is not None:
             raise RuntimeError("the ops server is already started")
-        server = _Server((self.host, self.requested_port), _handler_class(self))
+        try:
+            server = _Server((self.host, self.requested_port), _handler_class(self))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise PortInUse(self.setting, self.host, self.requested_port) from None
+            raise
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": _POLL_S}, name="floe-ops-http", daemon=True

@@ -31,13 +31,15 @@ from ingest.decode_batch import DecodeSpec
 from ingest.decoding import AvroFormat, ConfluentAvroFormat, Format, JsonFormat
 from ingest.job import CatalogSpec, IngestJob, JobSpecError, SortTerm, SourceSpec, TableSpec, TriggerSpec
 from ingest.metrics import IngestMetrics
+from service.check import require_kafka
 from service.config import ConfigError, FloeConfig, TableConfig
 from service.config.kafka import KafkaConfig
 from service.config.tables import FormatConfig
+from service.failures import log_failure
 from service.http import OpsServer
 from service.metrics import register_service_metrics
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("floe.ingest")
 EXIT_OK, EXIT_QUERY_FAILED, EXIT_STOPPED = 0, 1, 3
 
 GRACE_SECONDS = 90.0
@@ -45,7 +47,9 @@ GRACE_SECONDS = 90.0
 
 ACTIVE_METRIC = "floe_ingest_query_active"
 LAST_COMMIT_METRIC = "floe_ingest_last_commit_timestamp_seconds"
-READINESS_METRICS = (ACTIVE_METRIC, LAST_COMMIT_METRIC)
+LAG_METRIC = "floe_ingest_consumer_lag_records"
+KAFKA_UP_METRIC = "floe_ingest_kafka_up"
+READINESS_METRICS = (ACTIVE_METRIC, LAST_COMMIT_METRIC, LAG_METRIC, KAFKA_UP_METRIC)
 """The metrics ``/readyz`` is computed from, so a scrape shows what readiness saw."""
 
 
@@ -137,7 +141,8 @@ def decode_spec(table: TableConfig) -> DecodeSpec:
         format=value_format(table.format),
         metadata_columns=table.metadata_columns,
         mode=table.mode,
-        op_field=None if op is None else OpField(op.field, tuple(op.insert), tuple(op.update), tuple(op.delete)),
+        op_field=None if op is None else OpField(op.field, tuple(op.insert), tuple(op.update), tuple(op.delete),
+                                                 envelope=op.envelope),
         key_fields=tuple(table.key),
     )
 
@@ -195,11 +200,14 @@ def _reason(exc: Exception) -> str:
 
 
 class IngestReadiness:
-    """Ready when every query is active and committed within ``max_commit_age_s``.
+    """Ready when every query is active, reaches Kafka, and is not late.
+
+    Late is the alert rules' rule: the last commit is older than
+    ``max_commit_age_s`` *and* records are waiting (consumer lag > 0). An idle
+    topic is old but not late, so a caught-up pipeline stays ready.
 
     Read from the exported gauges (:data:`READINESS_METRICS`); before a
-    query's first commit, its start time stands in for the last commit, so a
-    fresh process is ready until it has gone ``max_commit_age_s`` without one.
+    query's first commit, its start time stands in for the last commit.
     """
 
     def __init__(self, registry: CollectorRegistry, tables: Sequence[str], max_commit_age_s: float,
@@ -219,17 +227,29 @@ class IngestReadiness:
         problems = [p for p in map(self._problem, self._tables) if p]
         if problems:
             return False, "; ".join(problems)
-        return True, f"{len(self._tables)} queries active, each committed within {self._max_age:.0f}s"
+        return True, f"{len(self._tables)} queries active; none is late (a commit within {self._max_age:.0f}s, or nothing waiting)"
 
     def _problem(self, table: str) -> Optional[str]:
         labels = {"table": table}
         if self._registry.get_sample_value(ACTIVE_METRIC, labels) != 1:
             return f"{table}: query not active"
+        if self._registry.get_sample_value(KAFKA_UP_METRIC, labels) == 0:
+            return f"{table}: kafka unreachable"
         last = self._registry.get_sample_value(LAST_COMMIT_METRIC, labels) or self._started
         age = self._clock() - float(last or 0)
-        if age > self._max_age:
-            return f"{table}: last commit {age:.0f}s ago (max {self._max_age:.0f}s)"
-        return None
+        if age <= self._max_age:
+            return None
+        waiting = self._lag(table)
+        if waiting == 0:
+            return None  # idle: nothing to commit
+        shown = "unknown" if waiting is None else f"{waiting:.0f}"
+        return f"{table}: last commit {age:.0f}s ago (max {self._max_age:.0f}s) with {shown} records waiting"
+
+    def _lag(self, table: str) -> Optional[float]:
+        """The table's consumer lag over all partitions; None before the first probe."""
+        samples = [s.value for m in self._registry.collect() if m.name == LAG_METRIC
+                   for s in m.samples if s.labels.get("table") == table]
+        return sum(samples) if samples else None
 
 
 # ---------------------------------------------------------------------------
@@ -252,20 +272,24 @@ def run_ingest_service(
     stop = stop or threading.Event()
     registry = registry or CollectorRegistry()
     jobs = build_jobs(config)
+    require_kafka(config)
     service_metrics = register_service_metrics(registry)
     metrics = IngestMetrics(registry)
     readiness = IngestReadiness(registry, [j.table.identifier for j in jobs],
                                 config.readiness.max_commit_age.total_seconds())
-    server = OpsServer(config.http.host, config.http.ingest_port if port is None else port, registry)
+    server = OpsServer(config.http.host, config.http.ingest_port if port is None else port, registry,
+                       setting="http.ingest_port")
     server.add_readiness_check("ingest", readiness)
     with server:
         log.info("ingest starting", extra={"tables": len(jobs), "metrics_url": server.url})
         session = spark if spark is not None else _spark_session()
         try:
-            return _run_queries(jobs, session, stop, metrics, readiness, service_metrics)
+            code = _run_queries(jobs, session, stop, metrics, readiness, service_metrics)
         finally:
             if spark is None:
                 session.stop()
+    log.info("ingest stopped", extra={"exit_code": code, "reason": _EXIT_REASONS[code]})
+    return code
 
 
 def _spark_session() -> Any:
@@ -286,8 +310,8 @@ def _run_queries(jobs: list[IngestJob], spark: Any, stop: threading.Event, metri
         service_metrics.mark_up("ingest")
         readiness.queries_started()
         failed = _supervise(queries, stop, halt)
-    except Exception:
-        log.exception("an ingest query could not start")
+    except Exception as error:  # noqa: BLE001 - reported as one line; the exit code says it failed
+        log_failure(log, "an ingest query could not start", error)
         failed = True
     finally:
         halt.set()
@@ -304,8 +328,7 @@ def _supervise(queries: list[Any], stop: threading.Event, halt: threading.Event)
         errors = [(q, e) for q in queries if (e := _error(q)) is not None]
         if errors:
             for query, error in errors:
-                log.error("ingest query %s failed: %s", query.job.name, error,
-                          extra={"table": query.job.table.identifier})
+                log_failure(log, f"ingest query {query.job.name} failed", error, table=query.job.table.identifier)
             return True
         if not any(q.is_active for q in queries) and all(q.await_termination(0) for q in queries):
             log.info("every ingest query ended on its own")
@@ -320,6 +343,10 @@ def _error(query: Any) -> Optional[BaseException]:
         return query.exception()
     except Exception as exc:  # noqa: BLE001 - a dead JVM handle is a failure too
         return exc
+
+
+_EXIT_REASONS = {EXIT_OK: "every query ended on its own", EXIT_QUERY_FAILED: "a query failed",
+                 EXIT_STOPPED: "stop requested"}
 
 
 def _exit_code(failed: bool, stopped: bool) -> int:

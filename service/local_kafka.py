@@ -20,7 +20,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from runtime.jars import jar_set_dir
 
@@ -50,9 +50,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def new_cluster_id() -> str:
-    """A Kafka cluster id: a random UUID, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+def new_cluster_id(random_bytes: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding.
+
+    As Kafka's own ``Uuid.randomUuid()``, it never starts with ``-`` (the storage
+    tool's argument parser would take such an id for an option) and is never
+    one of Kafka's reserved ids (all zeros, or the metadata topic's 0...01).
+    """
+    while True:
+        raw = random_bytes()
+        text = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        if not text.startswith("-") and raw not in _RESERVED_UUIDS:
+            return text
+
+
+_RESERVED_UUIDS = frozenset({bytes(16), bytes(15) + b"\x01"})
 
 
 def _die_with_parent() -> None:

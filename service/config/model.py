@@ -85,7 +85,11 @@ class FloeConfig(Section):
     http: HttpConfig = Field(default_factory=HttpConfig, description="Ops HTTP endpoint.")
     readiness: ReadinessConfig = Field(default_factory=ReadinessConfig, description="Readiness rules.")
     log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR"], UpperCased] = Field(
-        "INFO", description="Log level of the JSON-lines log."
+        "INFO", description="Log level. Tracebacks are logged at DEBUG only; otherwise a failure is one line."
+    )
+    log_format: Literal["auto", "text", "json"] = Field(
+        "auto", description="`text` (one readable line per record), `json` (one JSON object per line), "
+        "or `auto`: text when stderr is a terminal, JSON otherwise."
     )
 
     def table(self, identifier: str) -> TableConfig:

@@ -88,6 +88,11 @@ class OpConfig(Section):
     )
     update: StringList = Field(default_factory=lambda: ["u"], description="Values meaning update.")
     delete: StringList = Field(default_factory=lambda: ["d"], description="Values meaning delete.")
+    envelope: bool = Field(
+        False,
+        description="The value is a change-event envelope (Debezium): the row is its `after` image, "
+        "or `before` for deletes.",
+    )
 
     @model_validator(mode="after")
     def _disjoint(self) -> "OpConfig":

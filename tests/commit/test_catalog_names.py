@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from commit.catalog_uri import POSTGRESQL, SQLITE, parse_catalog_uri, redact_uri
@@ -69,3 +71,22 @@ def test_child_namespaces_are_direct_and_exact() -> None:
     assert child_namespaces((), stored) == [("A",), ("a",), ("ab",), ("b",)]
     assert child_namespaces(("a",), stored) == [("a", "b")]
     assert child_namespaces(("a", "b"), stored) == [("a", "b", "c")]
+
+
+@pytest.mark.parametrize(
+    "identifier, named",
+    [
+        ("shop./tmp/x/evil", "contains '/'"),
+        ("../../etc.orders", "contains '/'"),
+        ("shop.a\\b", "contains '\\\\'"),
+        ("shop..orders", "contains '..'"),
+        ("shop.ord\ners", "control character U+000A"),
+        ("shop.ord\x7fers", "control character U+007F"),
+        (("shop", "x/y"), "contains '/'"),
+        ("shop.", "empty level"),
+    ],
+)
+def test_identifiers_refuse_what_could_leave_the_warehouse(identifier: object, named: str) -> None:
+    """Names become directories: a path separator or '..' must not create a directory elsewhere."""
+    with pytest.raises(InvalidArgument, match=re.escape(named)):
+        to_table_identifier(identifier)  # type: ignore[arg-type]

@@ -131,6 +131,13 @@ def test_start_offsets_resume_from_the_table_and_name_every_partition():
     assert json.loads(starting_offsets(specific, committed, {"t": [0, 1]})) == {"t": {"0": 42, "1": 5}}
 
 
+def test_a_configured_offset_ahead_of_the_table_skips_forward_and_one_behind_never_rereads():
+    """How an operator gets past a poison record at t/0@50: new checkpoint, starting_offsets t/0 = 51."""
+    committed = {"t": {0: 50, 1: 7}}
+    skip = json.dumps({"t": {"0": 51, "1": 3}})
+    assert json.loads(starting_offsets(skip, committed, {"t": [0, 1]})) == {"t": {"0": 51, "1": 7}}
+
+
 def test_start_offsets_are_the_configured_ones_when_the_table_has_none():
     assert starting_offsets("earliest", {}, {"t": [0]}) is None
     assert starting_offsets("earliest", {"other": {0: 1}}, {"t": [0]}) is None

@@ -14,7 +14,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import SecretStr
 
-from runtime.logging import MASK, RedactionFilter, configure_logging, is_secret_key, redact, redact_text
+from runtime.logging import (
+    MASK,
+    RedactionFilter,
+    configure_logging,
+    is_secret_key,
+    redact,
+    redact_text,
+    summarize_error,
+)
 
 SECRET = "hunter2-XYZ"
 
@@ -174,3 +182,98 @@ def test_any_password_in_a_uri_or_pair_is_masked(password: str) -> None:
     }
     for text, expected in cases.items():
         assert redact_text(text) == expected
+
+
+@pytest.fixture
+def info_stream() -> Iterator[io.StringIO]:
+    """Logging at INFO (no tracebacks) into a buffer; the root logger is restored afterwards."""
+    root = logging.getLogger()
+    saved_handlers, saved_level = list(root.handlers), root.level
+    buffer = io.StringIO()
+    configure_logging("INFO", buffer, "json")
+    yield buffer
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    for handler in saved_handlers:
+        root.addHandler(handler)
+    root.setLevel(saved_level)
+
+
+SPARK_FAILURE = """[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):
+  File "/x/py4j/clientserver.py", line 644, in _call_proxy
+    return_value = getattr(self.pool[obj_id], method)(*params)
+py4j.protocol.Py4JJavaError: An error occurred while calling o123.toArrow.
+: org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times
+org.apache.spark.api.python.PythonException: Traceback (most recent call last):
+  File "/w/ingest/frame.py", line 300, in decoded_batches
+    raise BadRecordError.first_of(fail_table, dead)
+ingest.record_errors.BadRecordError: table shop.orders: bad record at orders6/0@50: DecodeError: invalid JSON: Expecting value: line 1 column 1 (char 0) (1 bad record(s) in this Arrow batch; bad_records policy is 'fail')
+\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:643)
+""" + "\tat org.apache.spark.Something(Some.scala:1)\n" * 200
+
+
+def test_a_failure_is_one_line_without_a_traceback_below_debug(info_stream: io.StringIO) -> None:
+    try:
+        raise RuntimeError(SPARK_FAILURE)
+    except RuntimeError:
+        logging.getLogger("floe.ingest").exception("batch 3 failed", extra={"table": "shop.orders"})
+    [entry] = lines(info_stream)
+    assert "exception" not in entry and len(info_stream.getvalue().splitlines()) == 1
+    assert entry["error"].startswith("BadRecordError: table shop.orders: bad record at orders6/0@50: DecodeError")
+
+
+def test_summaries_name_the_cause_and_stay_short() -> None:
+    assert summarize_error(RuntimeError(SPARK_FAILURE)).startswith("BadRecordError: table shop.orders")
+    assert summarize_error(ValueError("plain\nsecond line")) == "ValueError: plain"
+    assert len(summarize_error(ValueError("x" * 5000))) <= 500
+
+
+def test_text_format_is_one_readable_line_per_record() -> None:
+    buffer = io.StringIO()
+    root = logging.getLogger()
+    saved_handlers, saved_level = list(root.handlers), root.level
+    try:
+        configure_logging("INFO", buffer, "text")
+        log = logging.getLogger("floe.ingest")
+        log.info("batch 3 committed", extra={"table": "shop.orders", "files": 2, "note": "two words",
+                                             "password": SECRET})
+        try:
+            raise OSError("disk full")
+        except OSError:
+            log.exception("batch 4 failed")
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in saved_handlers:
+            root.addHandler(handler)
+        root.setLevel(saved_level)
+    first, second = buffer.getvalue().splitlines()
+    assert re.fullmatch(r"\S+Z INFO    floe\.ingest: batch 3 committed  table=shop\.orders files=2 "
+                        r'note="two words" password=\*\*\*', first), first
+    assert second.endswith("floe.ingest: batch 4 failed  error: OSError: disk full"), second
+    assert SECRET not in buffer.getvalue()
+
+
+def test_auto_format_is_text_on_a_terminal_and_json_elsewhere() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    root = logging.getLogger()
+    saved_handlers, saved_level = list(root.handlers), root.level
+    try:
+        tty, pipe = Terminal(), io.StringIO()
+        configure_logging("INFO", tty)
+        logging.getLogger("floe.t").info("hello")
+        configure_logging("INFO", pipe)
+        logging.getLogger("floe.t").info("hello")
+        with pytest.raises(ValueError, match="log format"):
+            configure_logging("INFO", pipe, "yaml")
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in saved_handlers:
+            root.addHandler(handler)
+        root.setLevel(saved_level)
+    assert "INFO    floe.t: hello" in tty.getvalue()
+    assert json.loads(pipe.getvalue())["message"] == "hello"

@@ -206,10 +206,33 @@ def test_readiness_needs_active_queries_with_recent_commits():
     assert ready()[0], "a fresh start counts as a commit"
     now[0] += 61
     ok, reason = ready()
-    assert not ok and "db.a: last commit 61s ago" in reason
+    assert not ok and "db.a: last commit 61s ago (max 60s) with unknown records waiting" in reason
+    metrics.set_lag("db.a", {"t": {0: 4, 1: 0}})
+    metrics.set_lag("db.b", {"t": {0: 0}})
+    ok, reason = ready()
+    assert not ok and "db.a: last commit 61s ago (max 60s) with 4 records waiting" in reason
+    assert "db.b" not in reason, "an idle topic is old but not late"
     metrics.last_commit.labels("db.a").set(now[0] - 5)
     metrics.last_commit.labels("db.b").set(now[0] - 59)
     assert ready()[0]
+
+
+def test_an_idle_caught_up_pipeline_stays_ready_and_an_unreachable_kafka_is_not():
+    """Lag 0 and no new data: old commits must not make Kubernetes mark the pod NotReady."""
+    registry = CollectorRegistry()
+    from ingest.metrics import IngestMetrics
+
+    metrics = IngestMetrics(registry)
+    now = [1_000.0]
+    ready = IngestReadiness(registry, ["db.a"], max_commit_age_s=60, clock=lambda: now[0])
+    ready.queries_started()
+    metrics.set_active("db.a", True)
+    metrics.set_lag("db.a", {"t": {0: 0}})
+    metrics.last_commit.labels("db.a").set(now[0])
+    now[0] += 3_600
+    assert ready() == (True, "1 queries active; none is late (a commit within 60s, or nothing waiting)")
+    metrics.set_kafka_up("db.a", False)
+    assert ready() == (False, "db.a: kafka unreachable")
 
 
 # ----------------------------------------------------------------------------- a real run

@@ -1,0 +1,66 @@
+"""What an operator reads when a command fails: one line with the cause and what to do.
+
+Every failure a user can meet is typed somewhere below ``service``: a missing
+table or catalog, a table that no longer fits its configuration, a port in
+use, a bad record under the ``fail`` policy, an unreachable broker. The
+``floe`` command prints :func:`explain` of it, one line, and exits with the
+documented code; the traceback is shown only at ``log_level: DEBUG``
+(``FLOE_LOG_LEVEL=DEBUG`` for commands without a configuration).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Optional
+
+from commit.errors import CatalogError, NoSuchCatalog, NoSuchTable
+from ingest.table_setup import TableMismatchError
+from runtime.jars import JarsMissingError
+from runtime.logging import redact_text, summarize_error
+from service.http import PortInUse
+from table.errors import TableError
+
+
+class CommandError(Exception):
+    """A command cannot go on; the message is the whole story, for one line."""
+
+
+_BAD_RECORD = re.compile(r"BadRecordError: (?P<text>table \S+: bad record at .*?bad_records policy is 'fail'\))")
+
+BAD_RECORD_HINT = (
+    "nothing of the batch was committed; to get past the record, set bad_records: dead-letter "
+    "(with a dead_letter_topic) for this table, or skip it (README: 'A poison record')"
+)
+
+
+def explain(error: BaseException) -> str:
+    """One line for ``error``: the cause, and what to do where Floe knows."""
+    text = str(error)
+    bad = _BAD_RECORD.search(text)
+    if bad:
+        return f"{bad['text']}; {BAD_RECORD_HINT}"
+    hint = _hint(error)
+    summary = str(error) if isinstance(error, (CommandError, CatalogError, TableMismatchError, PortInUse)) else None
+    line = summary.splitlines()[0] if summary else summarize_error(error)
+    return redact_text(f"{line}; {hint}" if hint else line)
+
+
+def _hint(error: BaseException) -> Optional[str]:
+    if isinstance(error, NoSuchTable):
+        return "'floe table list' shows the tables of the catalog"
+    if isinstance(error, NoSuchCatalog):
+        return "check the catalog URI (inspection never creates a catalog)"
+    if isinstance(error, TableMismatchError):
+        return "'floe check' lists the differences; change the configuration back, or evolve the table"
+    if isinstance(error, JarsMissingError):
+        return None  # the message already says how to fetch them
+    if isinstance(error, TableError):
+        return None
+    return None
+
+
+def log_failure(log: logging.Logger, what: str, error: BaseException, **extra: object) -> None:
+    """``<what>: <cause; what to do>`` as one error line; the traceback only at DEBUG."""
+    trace = error if log.isEnabledFor(logging.DEBUG) else None
+    log.error("%s: %s", what, explain(error), exc_info=trace, extra=extra)
