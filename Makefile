@@ -8,7 +8,7 @@ VENV   := .venv
 JARS   := .cache/jars
 PYTEST_ARGS ?=
 
-.PHONY: setup venv jars postgres test demo clean
+.PHONY: setup venv jars postgres promtool test demo clean
 
 setup: venv jars
 
@@ -29,7 +29,16 @@ postgres:
 	  { echo "installing PostgreSQL (Debian package) for the catalog tests"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
 
-test: setup postgres
+# The alert rule tests run promtool, from Debian's prometheus package. Its
+# postinst asks invoke-rc.d to start a prometheus service; without systemd,
+# policy-rc.d (as Debian container images ship it) denies that, and the
+# install still succeeds. Recommends (node-exporter) are not needed.
+promtool:
+	@command -v promtool >/dev/null 2>&1 || \
+	  { echo "installing promtool (Debian package prometheus) for the alert rule tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; }
+
+test: setup postgres promtool
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 demo: setup

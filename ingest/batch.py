@@ -73,12 +73,19 @@ class WriterIdUnbound(RuntimeError):
 
 @dataclass(frozen=True)
 class BatchOutcome:
-    """What one micro-batch did (also the fields of its log line)."""
+    """What one micro-batch did (also the fields of its log line).
+
+    ``records``: Kafka records read (``floe_ingest_records_read_total``);
+    ``rows_decoded``: rows the records decoded to, before the upsert reduction;
+    ``rows_committed``: data rows plus deleted keys committed, after it
+    (``floe_ingest_records_committed_total``).
+    """
 
     batch_id: int
     result: str  # committed, skipped, empty
     records: int = 0
-    rows: int = 0
+    rows_decoded: int = 0
+    rows_committed: int = 0
     bad_records: int = 0
     data_files: int = 0
     delete_files: int = 0
@@ -215,7 +222,7 @@ class BatchProcessor:
         if not result.committed:
             _delete_files(metadata, written.paths)  # a concurrent replica landed this batch first
             self._metrics.batch_skipped(ident, stats.records, duration)
-            return BatchOutcome(batch_id, "skipped", stats.records, stats.rows, stats.bad_records,
+            return BatchOutcome(batch_id, "skipped", stats.records, stats.rows, 0, stats.bad_records,
                                 attempts=result.attempts, snapshot_id=result.snapshot.snapshot_id, duration_s=duration)
         self._metrics.dead_lettered(ident, stats.dead_letters)
         self._metrics.batch_committed(
@@ -223,8 +230,8 @@ class BatchProcessor:
             files=file_counts(written), duration_s=duration, commit_s=commit_s,
         )
         self._on_commit()
-        return BatchOutcome(batch_id, "committed", stats.records, stats.rows, stats.bad_records,
-                            len(written.data_files), len(written.delete_files), result.attempts,
+        return BatchOutcome(batch_id, "committed", stats.records, stats.rows, written.records_committed(),
+                            stats.bad_records, len(written.data_files), len(written.delete_files), result.attempts,
                             result.snapshot.snapshot_id, duration)
 
     def _commit(self, batch_id: int, stats: BatchStats, written: BatchFiles,

@@ -12,7 +12,9 @@ In **upsert** mode a record replaces (``ChangeKind.UPSERT``) or deletes
   Debezium's row-less truncate ``t`` and message ``m`` events become dead
   letters). With
   ``envelope=True`` the row is the value's ``after`` image, or ``before`` for
-  deletes, as in Debezium's change-event envelope.
+  deletes, as in Debezium's change-event envelope; an envelope that Kafka
+  Connect's JSON converter wrapped (``schemas.enable=true``:
+  ``{"schema": ..., "payload": <envelope>}``) is unwrapped first, like keys.
 * Without one, every value upserts.
 * A tombstone (null value with a key) deletes. Its key comes from the Kafka
   key, read as a JSON object (key fields by name) or as a bare JSON scalar or
@@ -133,6 +135,8 @@ def classify(value: Any, key: Optional[bytes], spec: ChangeSpec) -> Change:
         return Change(ChangeKind.DELETE, key_row(key, spec))
     if spec.op_field is None:
         return Change(ChangeKind.UPSERT, value)
+    if spec.op_field.envelope:
+        value = _unwrap_connect(value)
     op = _op(value, spec.op_field)
     image = _image(value, spec.op_field, op)
     if op is ChangeKind.UPSERT:
@@ -193,11 +197,15 @@ def key_row(key: bytes, spec: ChangeSpec) -> dict[str, Any]:
     return _nest({spec.key_fields[0]: parsed})
 
 
-def _unwrap_connect(key: dict[str, Any]) -> Any:
-    """Kafka Connect's JSON with schemas wraps the key: ``{"schema": ..., "payload": ...}``."""
-    if set(key) == {"schema", "payload"} and isinstance(key["payload"], dict):
-        return key["payload"]
-    return key
+def _unwrap_connect(obj: Any) -> Any:
+    """Kafka Connect's JSON with schemas wraps keys and values: ``{"schema": ..., "payload": ...}``.
+
+    Values are unwrapped only when they are change-event envelopes: a plain
+    row may well have exactly the columns ``schema`` and ``payload``.
+    """
+    if isinstance(obj, dict) and set(obj) == {"schema", "payload"} and isinstance(obj["payload"], dict):
+        return obj["payload"]
+    return obj
 
 
 def _key_fields_of(key: dict[str, Any], paths: Sequence[str]) -> dict[str, Any]:

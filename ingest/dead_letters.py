@@ -10,6 +10,7 @@ raises unless every record was acknowledged.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Mapping, Optional
 
 import pyarrow as pa
@@ -129,7 +130,8 @@ class DeadLetterSink:
     def __init__(self, producer_config: Mapping[str, Any], topic: str, flush_timeout: float = 30.0) -> None:
         from confluent_kafka import Producer  # imported here: executors that never dead-letter skip it
 
-        self._producer = Producer({"acks": "all", **producer_config})
+        # librdkafka's own lines go through Python logging (Floe's format where it is configured)
+        self._producer = Producer({"acks": "all", "logger": logging.getLogger("floe.librdkafka"), **producer_config})
         self._topic = topic
         self._flush_timeout = flush_timeout
 

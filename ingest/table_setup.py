@@ -12,43 +12,70 @@ metadata files are deleted once they leave the metadata log (the newest
 ``write.metadata.previous-versions-max``, 100, are kept) instead of piling up,
 one per batch, until orphan-file removal.
 
-An existing table must hold every job column with the same type and the key
-columns; the job then decodes into the table's own schema, so that field ids
-come from the table, never from the job file.
+An existing table is compared with the job (:mod:`ingest.table_diff`): the
+differences Iceberg's schema evolution allows (an optional column added, a
+type widened, a required column made optional) are committed as one schema
+update; any other difference raises :class:`TableMismatchError`, which says
+how to fix it. The job then decodes into the table's own schema, so that field
+ids come from the table, never from the job file.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any, Optional, Sequence
 
 from commit.catalog import Catalog, LoadedTable
-from commit.errors import NamespaceAlreadyExists, TableAlreadyExists
+from commit.errors import CommitStateUnknown, NamespaceAlreadyExists, TableAlreadyExists
 from commit.identifiers import to_table_identifier
-from commit.metadata_committer import CommitFiles, MetadataCommitter
+from commit.metadata_committer import (
+    BeforeCommit,
+    BuildMetadata,
+    CommitFiles,
+    CommittedMetadata,
+    Landed,
+    MetadataCommitter,
+)
 from ingest.job import TableSpec, as_dict
+from ingest.table_diff import Difference, evolve_schema, table_differences
 from table import properties
-from table.errors import SchemaError
 from table.io import FileIO
 from table.metadata import TableMetadata
 from table.partitioning import UNPARTITIONED_SPEC
 from table.schema import Schema
-from table.types import StructType
 
 log = logging.getLogger("floe.ingest")
 
 
 class TableMismatchError(ValueError):
-    """The existing table cannot take the job's records as configured."""
+    """The existing table differs from the job in ways Floe does not evolve.
+
+    ``refused`` holds the differences; :attr:`detail` is their messages, each
+    with how to fix it, joined by "; ".
+    """
+
+    def __init__(self, identifier: str, refused: Sequence[Difference]) -> None:
+        self.identifier = identifier
+        self.refused = tuple(refused)
+        super().__init__(f"{identifier} does not fit the configuration: {self.detail}")
+
+    @property
+    def detail(self) -> str:
+        return "; ".join(d.message() for d in self.refused)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.identifier, self.refused)
 
 
 def ensure_table(catalog: Catalog, table: TableSpec) -> LoadedTable:
-    """The job's table, created when missing and checked otherwise."""
+    """The job's table: created when missing, evolved when the job adds to it, refused when it differs otherwise."""
     ident = to_table_identifier(table.identifier)
     if not catalog.table_exists(ident):
         _create(catalog, table)
     loaded = catalog.load_table(ident)
-    check_table(loaded.metadata, table)
-    if needs_global_deletes(loaded.metadata, table) and not _has_unpartitioned_spec(loaded.metadata):
+    if check_table(loaded.metadata, table):
+        loaded = evolve_table(catalog, table)
+    if needs_unpartitioned_spec(loaded.metadata, table):
         loaded = _add_unpartitioned_spec(catalog, table)
     return loaded
 
@@ -84,48 +111,42 @@ def _create(catalog: Catalog, table: TableSpec) -> None:
         pass  # created concurrently; it is checked like any existing table
 
 
-def check_table(metadata: TableMetadata, table: TableSpec) -> None:
-    """Raise :class:`TableMismatchError` unless the table fits the job's columns and key."""
-    current = metadata.schema()
-    problems = []
-    for path in _leaf_paths(table.schema()):
-        wanted = table.schema().find_field(path).field_type
-        try:
-            found = current.find_field(path).field_type
-        except SchemaError:
-            problems.append(f"column {path!r} is missing")
-            continue
-        if wanted.is_primitive and found != wanted:
-            problems.append(f"column {path!r} is {found} in the table, {wanted} in the job")
-    for path in table.key_fields():
-        if not _has(current, path):
-            problems.append(f"key column {path!r} is missing")
-    if problems:
-        raise TableMismatchError(f"table {table.identifier} does not fit the job: " + "; ".join(problems))
+def check_table(metadata: TableMetadata, table: TableSpec) -> list[Difference]:
+    """The evolutions the table needs to fit the job; :class:`TableMismatchError` when any difference is refused.
+
+    Pure, so that ``floe check`` asks the same question without changing anything.
+    """
+    differences = table_differences(metadata, table)
+    refused = [d for d in differences if not d.evolvable]
+    if refused:
+        raise TableMismatchError(table.identifier, refused)
+    return differences
 
 
-def _leaf_paths(schema: Schema) -> list[str]:
-    return [schema.find_column_name(i) for i in _primitive_ids(schema)]
+def evolve_table(catalog: Catalog, table: TableSpec, *, before_commit: Optional[BeforeCommit] = None) -> LoadedTable:
+    """Commit the table's evolutions as one schema update, and the table after it.
 
+    Each attempt rebuilds the update from a fresh load, so after a lost race
+    it applies only what the winner did not (nothing, when another replica of
+    the job evolved it the same way). ``before_commit`` is the committer's
+    hook, for tests of those races.
+    """
+    applied: list[Difference] = []
 
-def _primitive_ids(schema: Schema) -> list[int]:
-    ids = []
-    stack = list(schema.fields)
-    while stack:
-        field = stack.pop()
-        if field.field_type.is_primitive:
-            ids.append(field.field_id)
-        elif isinstance(field.field_type, StructType):
-            stack.extend(field.field_type.fields)  # lists and maps: their leaves are not addressable by name
-    return ids
+    def build(loaded: LoadedTable, _attempt: int) -> Optional[TableMetadata]:
+        applied[:] = check_table(loaded.metadata, table)
+        if not applied:
+            return None
+        schema, last_column_id = evolve_schema(loaded.metadata.schema(), loaded.metadata.last_column_id, applied)
+        return loaded.metadata.add_schema(schema, last_column_id, make_current=True)
 
+    def landed(metadata: TableMetadata) -> bool:
+        return not any(d.evolvable for d in table_differences(metadata, table))
 
-def _has(schema: Schema, path: str) -> bool:
-    try:
-        schema.find_field(path)
-        return True
-    except SchemaError:
-        return False
+    if _commit_metadata(catalog, table, build, landed, before_commit) is not None:
+        log.info("evolved table %s: %s", table.identifier, "; ".join(d.summary() for d in applied),
+                 extra={"table": table.identifier})
+    return catalog.load_table(to_table_identifier(table.identifier))
 
 
 def needs_global_deletes(metadata: TableMetadata, table: TableSpec) -> bool:
@@ -137,21 +158,49 @@ def needs_global_deletes(metadata: TableMetadata, table: TableSpec) -> bool:
     return any(f.source_id not in key_ids for f in metadata.spec().fields)
 
 
+def needs_unpartitioned_spec(metadata: TableMetadata, table: TableSpec) -> bool:
+    """Whether the first start adds an unpartitioned spec for the job's global equality deletes."""
+    return needs_global_deletes(metadata, table) and not _has_unpartitioned_spec(metadata)
+
+
 def _has_unpartitioned_spec(metadata: TableMetadata) -> bool:
     return any(not spec.fields for spec in metadata.partition_specs)
 
 
 def _add_unpartitioned_spec(catalog: Catalog, table: TableSpec) -> LoadedTable:
-    ident = to_table_identifier(table.identifier)
-    pointer = catalog.load_pointer(ident)
-    committer = MetadataCommitter(catalog, ident, CommitFiles(FileIO.for_location(pointer.metadata_location)))
-
-    def build(loaded: LoadedTable, _attempt: int):
+    def build(loaded: LoadedTable, _attempt: int) -> Optional[TableMetadata]:
         if _has_unpartitioned_spec(loaded.metadata):
             return None
         return loaded.metadata.add_partition_spec(UNPARTITIONED_SPEC)
 
-    committer.commit(build, _has_unpartitioned_spec)
-    log.info("added an unpartitioned spec to %s for global equality deletes", table.identifier,
-             extra={"table": table.identifier})
-    return catalog.load_table(ident)
+    if _commit_metadata(catalog, table, build, _has_unpartitioned_spec) is not None:
+        log.info("added an unpartitioned spec to %s for global equality deletes", table.identifier,
+                 extra={"table": table.identifier})
+    return catalog.load_table(to_table_identifier(table.identifier))
+
+
+def _commit_metadata(
+    catalog: Catalog,
+    table: TableSpec,
+    build: BuildMetadata,
+    landed: Landed,
+    before_commit: Optional[BeforeCommit] = None,
+) -> Optional[CommittedMetadata]:
+    """A metadata-only commit through the commit loop; None when ``build`` found nothing to change.
+
+    Like the snapshot producer, it deletes the metadata files of lost
+    attempts after success and everything it wrote after a failure, except
+    when the outcome is unknown (then any of them may be the table's).
+    """
+    ident = to_table_identifier(table.identifier)
+    files = CommitFiles(FileIO.for_location(catalog.load_pointer(ident).metadata_location))
+    committer = MetadataCommitter(catalog, ident, files, before_commit=before_commit)
+    try:
+        committed = committer.commit(build, landed)
+    except CommitStateUnknown:
+        raise
+    except Exception as error:
+        files.delete_all_after(error)
+        raise
+    files.delete_except(() if committed is None else (committed.location,))
+    return committed

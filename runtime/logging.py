@@ -147,7 +147,7 @@ def summarize_error(error: BaseException) -> str:
     """
     text = str(error)
     for line in text.splitlines():
-        found = _EXCEPTION_LINE.match(line.strip())
+        found = _EXCEPTION_LINE.match(line.strip().lstrip(": "))  # py4j writes ": java.Exception: ..."
         if found and found["name"] not in _WRAPPERS:
             return _clip(f"{found['name']}: {found['text']}")
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
@@ -224,7 +224,8 @@ class TextFormatter(logging.Formatter):
     (the traceback, at DEBUG, on the lines after it)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        parts = [f"{_timestamp(record.created)} {record.levelname:<7} {record.name}: {redact_text(_safe_message(record))}"]
+        message = " | ".join(redact_text(_safe_message(record)).splitlines())  # one record, one line
+        parts = [f"{_timestamp(record.created)} {record.levelname:<7} {record.name}: {message}"]
         for name, value in _output_fields(record).items():
             parts.append(f"{name}={_text_value(value)}")
         error = _record_error(record)
@@ -278,7 +279,14 @@ def configure_logging(
     root.setLevel(numeric)
     for chatty in ("py4j", "confluent_kafka", "floe.librdkafka"):  # Spark's gateway, the Kafka clients
         logging.getLogger(chatty).setLevel(max(logging.WARNING, numeric))
+    # py4j repeats, as an error with the whole traceback, every failure a Floe component reports itself
+    logging.getLogger("py4j.clientserver").setLevel(logging.DEBUG if numeric <= logging.DEBUG else logging.CRITICAL)
     return handler
+
+
+def floe_handlers() -> list[logging.Handler]:
+    """The handlers :func:`configure_logging` installed on the root logger."""
+    return [h for h in logging.getLogger().handlers if getattr(h, _HANDLER_MARK, False)]
 
 
 def _wants_text(log_format: LogFormat, stream: TextIO) -> bool:

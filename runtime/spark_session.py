@@ -30,15 +30,22 @@ QUIET_LOGGERS = {
     "org.apache.spark.util.Utils": "error",
     "org.apache.hadoop.util.NativeCodeLoader": "error",
     # "spark.sql.adaptive.enabled is not supported in streaming", once per query start
-    "org.apache.spark.sql.execution.streaming.ResolveWriteToStream": "error",
-    "org.apache.spark.sql.catalyst.analysis.ResolveWriteToStream": "error",
+    "org.apache.spark.sql.execution.streaming.runtime.ResolveWriteToStream": "error",
+    # "Query ... terminated with error" and the whole Python traceback inside it: Floe reports a
+    # failed query itself, in one line (service.failures)
+    "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution": "fatal",
     # "Failed to cancel job group": a stopped query's jobs have ended already
     "org.apache.spark.scheduler.DAGScheduler": "error",
     # the Kafka clients' reconnect chatter: Floe's lag probe reports an unreachable broker once per attempt
     "org.apache.kafka": "error",
     "org.sparkproject.jetty": "error",
 }
-_REDACT = r"(?i)((?:password|passwd|secret|token|credential|jaas\.config|api.?key)[\w.\-]*\s*[=:]\s*)\S+"
+# Everything from a Python traceback or the first line break on: a message (or an
+# exception's message) may carry a whole Python traceback, as a failed task's does.
+# The .properties file turns the two escapes into the line-break characters themselves.
+_FIRST_LINE = "(?s)(?:(?:: )?Traceback [(]most recent call last[)]:|[\\r\\n]).*"
+# No backslash: a .properties file would eat it.
+_REDACT = "(?i)((?:password|passwd|secret|token|credential|jaas[.]config|api.?key)[A-Za-z0-9_.-]*[ ]*[=:][ ]*)[^ ,;]+"
 
 
 def local_spark_conf(cores: int = 2, shuffle_partitions: int = 4) -> dict[str, str]:
@@ -73,7 +80,7 @@ def spark_log_config(debug: bool, json_lines: bool) -> str:
 
 
 def _layout(debug: bool, json_lines: bool) -> list[str]:
-    message = f"%replace{{%m}}{{{_REDACT}}}{{$1***}}"
+    message = f"%replace{{%replace{{%m}}{{{_REDACT}}}{{$1***}}}}{{{_FIRST_LINE}}}{{}}"
     if json_lines:
         template = {
             "ts": {"$resolver": "timestamp", "pattern": {"format": "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'", "timeZone": "UTC"}},
@@ -86,7 +93,7 @@ def _layout(debug: bool, json_lines: bool) -> list[str]:
             template["exception"] = {"$resolver": "exception", "field": "stackTrace", "stackTrace": {"stringified": True}}
         return ["appender.stderr.layout.type = JsonTemplateLayout",
                 f"appender.stderr.layout.eventTemplate = {json.dumps(template)}"]
-    error = "%notEmpty{  error: %enc{%ex{short.message}}{CRLF}}"
+    error = f"%notEmpty{{  error: %replace{{%ex{{short.message}}}}{{{_FIRST_LINE}}}{{}}}}"
     tail = "%n%ex" if debug else "%n"
     pattern = f"%d{{yyyy-MM-dd'T'HH:mm:ss.SSS'Z'}}{{UTC}} %-7p spark.%c{{1}}: %enc{{{message}}}{{CRLF}}{error}{tail}"
     return ["appender.stderr.layout.type = PatternLayout",
@@ -134,4 +141,20 @@ def build_spark_session(
     builder = SparkSession.builder.appName(app_name).config("spark.jars", ",".join(jars))
     for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    _route_pyspark_loggers()
+    return session
+
+
+def _route_pyspark_loggers() -> None:
+    """PySpark's own error loggers print JSON with full stack traces through their
+    own handler; give them Floe's handler instead (they never propagate)."""
+    from pyspark.logger import PySparkLogger
+
+    from runtime.logging import floe_handlers
+
+    handlers = floe_handlers()
+    if not handlers:
+        return
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).handlers = list(handlers)

@@ -1,5 +1,6 @@
 """``floe check``: is the configuration valid, and are Kafka, the catalog and
-the warehouse reachable from here?
+the warehouse reachable from here? Does each existing table fit its
+configuration, or will the first start create or evolve it?
 
 Each probe returns a :class:`CheckResult`; none prints a secret (the catalog
 is shown by its redacted URI, Kafka by its bootstrap servers only).
@@ -12,8 +13,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 from commit.catalog import Catalog
-from service.config import FloeConfig
+from commit.errors import NoSuchCatalog
+from commit.identifiers import to_table_identifier
+from ingest.table_setup import TableMismatchError, check_table, needs_unpartitioned_spec
+from service.config import FloeConfig, TableConfig
 from service.failures import CommandError
+from service.jobs import table_spec
 from table.io import FileIO
 
 
@@ -65,7 +70,11 @@ def require_kafka(config: FloeConfig, timeout_s: float = 10.0) -> None:
 
 def check_catalog(config: FloeConfig) -> CheckResult:
     def probe() -> str:
-        catalog = Catalog(config.catalog.connection_uri(), config.catalog.warehouse, config.catalog.name)
+        try:
+            catalog = Catalog(config.catalog.connection_uri(), config.catalog.warehouse, config.catalog.name,
+                              create=False)
+        except NoSuchCatalog as missing:
+            return f"not created yet ({missing}); the first 'floe ingest' creates it"
         namespaces = catalog.list_namespaces()
         return f"reachable; {len(namespaces)} top-level namespace(s)"
 
@@ -87,5 +96,50 @@ def check_warehouse(config: FloeConfig) -> CheckResult:
     return _guarded(f"warehouse {config.catalog.warehouse}", probe)
 
 
+WILL_BE_CREATED = "will be created on the first start"
+
+
+def check_tables(config: FloeConfig) -> list[CheckResult]:
+    """One result per configured table: what the first ``floe ingest`` would do to it.
+
+    Reads only: the catalog is opened with ``create=False``, and a missing
+    catalog means every table will be created.
+    """
+    names = [f"table {t.identifier}" for t in config.tables]
+    try:
+        catalog = Catalog(config.catalog.connection_uri(), config.catalog.warehouse, config.catalog.name, create=False)
+    except NoSuchCatalog:
+        return [CheckResult(name, True, WILL_BE_CREATED) for name in names]
+    except Exception as exc:  # noqa: BLE001 - reported on every table it keeps from being checked
+        return [CheckResult(name, False, f"not checked: {type(exc).__name__}: {exc}") for name in names]
+    with catalog:
+        return [check_table_fits(catalog, table) for table in config.tables]
+
+
+def check_table_fits(catalog: Catalog, table: TableConfig) -> CheckResult:
+    """``ok`` when the first start creates, keeps or evolves the table; ``FAIL`` with how to fix what it refuses."""
+    name = f"table {table.identifier}"
+    try:
+        return CheckResult(name, True, _table_plan(catalog, table))
+    except TableMismatchError as mismatch:
+        return CheckResult(name, False, mismatch.detail)
+    except Exception as exc:  # noqa: BLE001 - a failed probe is what `check` reports
+        return CheckResult(name, False, f"{type(exc).__name__}: {exc}")
+
+
+def _table_plan(catalog: Catalog, table: TableConfig) -> str:
+    """What the first start does to the table; :class:`TableMismatchError` when it would refuse it."""
+    spec = table_spec(table)
+    ident = to_table_identifier(spec.identifier)
+    if not catalog.table_exists(ident):
+        return WILL_BE_CREATED
+    metadata = catalog.load_table(ident).metadata
+    evolutions = check_table(metadata, spec)
+    plan = "will evolve: " + ", ".join(d.summary() for d in evolutions) if evolutions else "exists and matches"
+    if needs_unpartitioned_spec(metadata, spec):
+        plan += "; will add an unpartitioned spec for global equality deletes"
+    return plan
+
+
 def run_checks(config: FloeConfig) -> list[CheckResult]:
-    return [check_kafka(config), check_catalog(config), check_warehouse(config)]
+    return [check_kafka(config), check_catalog(config), check_warehouse(config), *check_tables(config)]

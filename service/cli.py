@@ -79,9 +79,23 @@ def _table(args: argparse.Namespace) -> int:
         "describe": lambda: inspect.describe(loaded.metadata_location, loaded.metadata),
         "history": lambda: inspect.history(loaded.metadata),
         "files": lambda: inspect.files(io, loaded.metadata),
-        "scan": lambda: inspect.scan(io, loaded.metadata, args.limit, _columns(args.columns)),
+        "scan": lambda: inspect.scan(io, loaded.metadata, args.limit, _known_columns(args, loaded.metadata)),
     }
     return _print(views[args.table_command]())
+
+
+def _known_columns(args: argparse.Namespace, metadata: Any) -> tuple[str, ...]:
+    """The ``--columns`` asked for, each checked against the table's schema."""
+    from table.errors import SchemaError
+
+    columns, schema = _columns(args.columns), metadata.schema()
+    for column in (c for c in columns if c != "*"):
+        try:
+            schema.select(column)
+        except SchemaError:
+            top = ", ".join(f.name for f in schema.fields)
+            raise UsageError(f"table {args.identifier} has no column {column!r}; its columns are: {top}") from None
+    return columns
 
 
 def _columns(given: Optional[list[str]]) -> tuple[str, ...]:
@@ -133,8 +147,11 @@ def _ingest(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from runtime.logging import configure_logging
     from service.demo import DemoOptions, run_demo
 
+    # the demo prints its own progress; components log only what needs attention
+    configure_logging(os.environ.get(LOG_LEVEL_ENV, "WARNING"), sys.stderr, os.environ.get(LOG_FORMAT_ENV, "auto"))
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="floe-demo-"))
     return run_demo(DemoOptions(work_dir=work, duration_s=args.duration, rate=args.rate))
 

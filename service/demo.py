@@ -14,9 +14,12 @@ shows what the table holds.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import random
+import shlex
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -33,7 +36,7 @@ log = logging.getLogger(__name__)
 TABLE = "shop.orders"
 TOPIC = "shop.orders"
 PARTITIONS = 3
-TRIGGER_SECONDS = 2
+TRIGGER_SECONDS = 5  # a micro-batch takes a few seconds on a small machine: no "falling behind" warnings
 PROGRESS_SECONDS = 5.0
 CATCH_UP_SECONDS = 180.0
 _STATUS_FLOW = {"placed": "paid", "paid": "shipped", "shipped": "delivered"}
@@ -105,7 +108,8 @@ def produce_for(bootstrap: str, options: DemoOptions, stop: Any,
     """Produce ``rate`` events a second for ``duration_s`` (or until ``stop``); the count delivered."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 50})
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 50,
+                         "log_level": 3, "logger": logging.getLogger("floe.librdkafka")})
     events, sent, started = OrderEvents(), 0, time.monotonic()
     while not stop.is_set() and (elapsed := time.monotonic() - started) < options.duration_s:
         due = int(elapsed * options.rate) + 1
@@ -154,7 +158,8 @@ def demo_config(work: Path, bootstrap: str) -> FloeConfig:
             "partition_spec": ["bucket(4, order_id)"],
             "sort_order": ["order_id"],
         }],
-        "compaction": {"rewrite_options": {"min-input-files": "2"}},
+        # Rewrite everything, so that no equality delete is left: pyiceberg (and DuckDB) cannot read them.
+        "compaction": {"rewrite_options": {"min-input-files": "2", "rewrite-all": "true"}},
     }
     path = work / "floe.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
@@ -277,7 +282,7 @@ def _ingest_and_compact(config: FloeConfig, bootstrap: str, options: DemoOptions
     compaction = "skipped (stopped)" if stop.is_set() else _compact(config, stop)
     after = table_stats(config)
     _print_summary(produced, registry, before, after, lag, freshness, compaction)
-    _print_how_to_query(config)
+    _print_how_to_query(config, options.work_dir)
     return 3 if stop.is_set() else 0
 
 
@@ -341,17 +346,67 @@ def _print_summary(produced: int, registry: CollectorRegistry, before: TableStat
         print(f"  {label + ':':<20} {value}")
 
 
-def _print_how_to_query(config: FloeConfig) -> None:
-    uri, warehouse = config.catalog.uri, config.catalog.warehouse
-    print(f"""floe demo: query the table
-  floe table --catalog-uri {uri} --warehouse {warehouse} scan {TABLE}
-  floe table --config {Path(warehouse).parent / 'floe.yaml'} history {TABLE}
-  pyiceberg:
-    from pyiceberg.catalog.sql import SqlCatalog
-    catalog = SqlCatalog("floe", uri="{uri}", warehouse="file://{warehouse}")
-    catalog.load_table("{TABLE}").scan().to_arrow()
-  Spark (Iceberg runtime on the classpath):
-    --conf spark.sql.catalog.floe=org.apache.iceberg.spark.SparkCatalog
-    --conf spark.sql.catalog.floe.type=jdbc --conf spark.sql.catalog.floe.uri=jdbc:sqlite:{uri[len('sqlite:///'):]}
-    --conf spark.sql.catalog.floe.warehouse={warehouse}
-    SELECT status, count(*) FROM floe.{TABLE} GROUP BY status""", flush=True)
+@dataclass(frozen=True)
+class QueryHint:
+    """One way to read the demo's table: what it is, and a shell command that works as printed."""
+
+    label: str
+    command: str
+
+
+def query_hints(config: FloeConfig, work: Path) -> list[QueryHint]:
+    """Commands that work verbatim (absolute paths, from any directory, no activated venv)."""
+    bin_dir = Path(sys.executable).parent
+    floe, uri, warehouse = shlex.quote(str(bin_dir / "floe")), config.catalog.uri, config.catalog.warehouse
+    hints = [
+        QueryHint("the rows, with Floe", f"{floe} table --catalog-uri {shlex.quote(uri)} --warehouse "
+                                         f"{shlex.quote(warehouse)} scan {TABLE} --limit 5"),
+        QueryHint("the history, with Floe", f"{floe} table --config {shlex.quote(str(work / 'floe.yaml'))} "
+                                            f"history {TABLE}"),
+    ]
+    if importlib.util.find_spec("pyiceberg") is not None:
+        script = (f"from pyiceberg.catalog.sql import SqlCatalog; "
+                  f"catalog = SqlCatalog('floe', uri='{uri}', warehouse='file://{warehouse}'); "
+                  f"print(catalog.load_table('{TABLE}').scan().to_arrow().group_by('status').aggregate([('order_id', 'count')]))")
+        hints.append(QueryHint("with pyiceberg", f"{shlex.quote(sys.executable)} -c {shlex.quote(script)}"))
+    spark_sql = bin_dir / "spark-sql"
+    if spark_sql.exists():
+        catalog = {
+            "spark.sql.catalog.floe": "org.apache.iceberg.spark.SparkCatalog",
+            "spark.sql.catalog.floe.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
+            "spark.sql.catalog.floe.uri": f"jdbc:sqlite:{uri[len('sqlite:///'):]}",
+            "spark.sql.catalog.floe.warehouse": warehouse,
+        }
+        confs = " ".join(f"--conf {k}={shlex.quote(v)}" for k, v in catalog.items())
+        query = f"SELECT status, count(*) FROM floe.{TABLE} GROUP BY status"
+        hints.append(QueryHint(
+            "with Spark SQL and Iceberg's runtime",
+            f"cd {shlex.quote(str(work))} && PATH={shlex.quote(str(bin_dir))}:$PATH {shlex.quote(str(spark_sql))} "
+            f"{_iceberg_jars()} {confs} -e {shlex.quote(query)}",
+        ))
+    return hints
+
+
+def _iceberg_jars() -> str:
+    """Iceberg's Spark runtime and the SQLite JDBC driver: the local jar set, else from Maven Central."""
+    from runtime.jars import JarsMissingError, jar_paths
+
+    try:
+        jars = [j for j in jar_paths("iceberg-oracle") if "iceberg-spark-runtime" in j or "sqlite-jdbc" in j]
+    except JarsMissingError:
+        jars = []
+    if len(jars) == 2:
+        return "--jars " + shlex.quote(",".join(jars))
+    return f"--packages {ICEBERG_SPARK_RUNTIME},{SQLITE_JDBC}"
+
+
+ICEBERG_SPARK_RUNTIME = "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.11.0"
+SQLITE_JDBC = "org.xerial:sqlite-jdbc:3.50.3.0"
+
+
+def _print_how_to_query(config: FloeConfig, work: Path) -> None:
+    print("floe demo: query the table (each command works as printed, from any directory)")
+    for hint in query_hints(config, work):
+        print(f"  {hint.label}:\n    {hint.command}")
+    print(f"floe demo: the broker's data, the catalog and the table stay in {work}; "
+          f"remove them with: rm -rf {shlex.quote(str(work))}", flush=True)

@@ -1,14 +1,12 @@
 """``floe ingest``: the streaming job as a process, one Spark query per table.
 
-Maps each ``tables[]`` entry, with the ``kafka``, ``catalog``, ``trigger``
-and ``checkpoint_location`` sections, onto an :class:`ingest.job.IngestJob`,
-starts every query on one SparkSession, and serves ``/metrics``, ``/healthz``
+Maps the configuration onto ingest jobs (:mod:`service.jobs`), starts every query on one SparkSession, and serves ``/metrics``, ``/healthz``
 and ``/readyz`` on ``http.ingest_port``.
 
 Stopping: the stop event (SIGTERM or SIGINT through
-:func:`service.compact_command.install_stop_signals`) stops every query
+:func:`runtime.signals.install_stop_signals`) stops every query
 gracefully (:mod:`ingest.stream`): no new batch starts, the running batch
-finishes within :data:`GRACE_SECONDS` or is cancelled before its commit, so
+finishes within :data:`service.jobs.GRACE_SECONDS` or is cancelled before its commit, so
 the table always holds whole batches. Exit codes: 0 every query ended on its
 own (``trigger.available_now``), 3 stopped by the stop event (signal), 1 a
 query failed (the others are then stopped gracefully too).
@@ -17,33 +15,23 @@ query failed (the others are then stopped gracefully too).
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
-from urllib.parse import quote, urlsplit, urlunsplit
 
 from prometheus_client import CollectorRegistry
 
-from ingest.changes import OpField
-from ingest.decode_batch import DecodeSpec
-from ingest.decoding import AvroFormat, ConfluentAvroFormat, Format, JsonFormat
-from ingest.job import CatalogSpec, IngestJob, JobSpecError, SortTerm, SourceSpec, TableSpec, TriggerSpec
+from ingest.job import IngestJob
 from ingest.metrics import IngestMetrics
 from service.check import require_kafka
-from service.config import ConfigError, FloeConfig, TableConfig
-from service.config.kafka import KafkaConfig
-from service.config.tables import FormatConfig
+from service.config import FloeConfig
 from service.failures import log_failure
 from service.http import OpsServer
+from service.jobs import build_jobs
 from service.metrics import register_service_metrics
 
 log = logging.getLogger("floe.ingest")
 EXIT_OK, EXIT_QUERY_FAILED, EXIT_STOPPED = 0, 1, 3
-
-GRACE_SECONDS = 90.0
-"""How long a stop waits for the running batch: under Kubernetes' 120 s termination grace period."""
 
 ACTIVE_METRIC = "floe_ingest_query_active"
 LAST_COMMIT_METRIC = "floe_ingest_last_commit_timestamp_seconds"
@@ -51,147 +39,6 @@ LAG_METRIC = "floe_ingest_consumer_lag_records"
 KAFKA_UP_METRIC = "floe_ingest_kafka_up"
 READINESS_METRICS = (ACTIVE_METRIC, LAST_COMMIT_METRIC, LAG_METRIC, KAFKA_UP_METRIC)
 """The metrics ``/readyz`` is computed from, so a scrape shows what readiness saw."""
-
-
-# ---------------------------------------------------------------------------
-# Configuration -> job specs
-# ---------------------------------------------------------------------------
-
-
-def build_jobs(config: FloeConfig) -> list[IngestJob]:
-    """One job per table; :class:`ConfigError` names ``tables[i]...`` for anything the job spec refuses."""
-    jobs, problems = [], []
-    for i, table in enumerate(config.tables):
-        try:
-            jobs.append(table_job(config, table))
-        except (JobSpecError, ValueError, OSError) as exc:
-            problems.append(f"tables[{i}]{_job_field_path(exc)}: {_reason(exc)}")
-    if problems:
-        raise ConfigError("tables", problems)
-    return jobs
-
-
-def table_job(config: FloeConfig, table: TableConfig) -> IngestJob:
-    """The job spec of ``table``: every key that changes how it is read, decoded or written."""
-    trigger = config.trigger
-    return IngestJob(
-        source=source_spec(config.kafka, table),
-        table=table_spec(table),
-        catalog=CatalogSpec(config.catalog.connection_uri(), config.catalog.warehouse, config.catalog.name),
-        checkpoint_location=config.checkpoint_for(table),
-        trigger=TriggerSpec(trigger.processing_time.total_seconds(), trigger.available_now),
-        lag_interval_seconds=min(30.0, max(1.0, trigger.processing_time.total_seconds())),
-        grace_seconds=GRACE_SECONDS,
-    )
-
-
-def source_spec(kafka: KafkaConfig, table: TableConfig) -> SourceSpec:
-    """The Kafka side: both client dialects carry the security settings."""
-    java = {k: v for k, v in kafka.java_client_properties().items() if k != "bootstrap.servers"}
-    delay = kafka.max_trigger_delay
-    return SourceSpec(
-        bootstrap_servers=",".join(kafka.bootstrap_servers),
-        topics=tuple(table.source_topics),
-        topic_pattern=table.topic_pattern,
-        starting_offsets=_starting_offsets(kafka, table),
-        max_offsets_per_trigger=kafka.max_offsets_per_trigger,
-        min_offsets_per_trigger=kafka.min_offsets_per_trigger,
-        max_trigger_delay=None if delay is None else f"{int(delay.total_seconds() * 1000)}ms",
-        fail_on_data_loss=kafka.fail_on_data_loss,
-        kafka_properties=java,
-        client_properties=kafka.security.librdkafka_properties(),
-    )
-
-
-def _starting_offsets(kafka: KafkaConfig, table: TableConfig) -> Any:
-    """The table's share of ``kafka.starting_offsets``: Spark refuses offsets of topics it does not read."""
-    offsets = kafka.starting_offsets
-    if isinstance(offsets, str):
-        return offsets
-    mine = {
-        topic: parts
-        for topic, parts in offsets.items()
-        if topic in table.source_topics or (table.topic_pattern and re.fullmatch(table.topic_pattern, topic))
-    }
-    return mine or "earliest"
-
-
-def table_spec(table: TableConfig) -> TableSpec:
-    return TableSpec(
-        identifier=table.identifier,
-        decode=decode_spec(table),
-        partition=tuple((t.transform, t.column) for t in table.partition_terms()),
-        sort_order=tuple(
-            SortTerm(t.column, t.transform, t.direction, t.null_order)  # type: ignore[arg-type]
-            for t in table.sort_terms()
-        ),
-        properties=table.properties,
-        bad_records=table.bad_records,
-        dead_letter_topic=table.dead_letter_topic,
-    )
-
-
-def decode_spec(table: TableConfig) -> DecodeSpec:
-    schema = table.iceberg_schema()
-    if schema is None:
-        raise JobSpecError("schema", "deriving the table schema from an Avro schema is not supported yet; list the columns")
-    op = table.op
-    return DecodeSpec(
-        schema=schema,
-        format=value_format(table.format),
-        metadata_columns=table.metadata_columns,
-        mode=table.mode,
-        op_field=None if op is None else OpField(op.field, tuple(op.insert), tuple(op.update), tuple(op.delete),
-                                                 envelope=op.envelope),
-        key_fields=tuple(table.key),
-    )
-
-
-def value_format(fmt: FormatConfig) -> Format:
-    """The decoder format; schema files are read here, on the driver, so executors need no files."""
-    if fmt.type == "json":
-        return JsonFormat()
-    reader = Path(fmt.schema_file).read_text(encoding="utf-8") if fmt.schema_file is not None else None
-    if fmt.type == "avro":
-        assert reader is not None  # the config requires schema_file for avro
-        return AvroFormat(reader)
-    return ConfluentAvroFormat(
-        reader_schema=reader,
-        registry_url=None if fmt.registry_url is None else _registry_url(fmt),
-        schema_dir=None if fmt.schema_dir is None else str(fmt.schema_dir),
-    )
-
-
-def _registry_url(fmt: FormatConfig) -> str:
-    """The registry URL with basic-auth credentials inside: how the registry client takes them. A secret."""
-    assert fmt.registry_url is not None
-    if fmt.registry_username is None or fmt.registry_password is None:
-        return fmt.registry_url
-    parts = urlsplit(fmt.registry_url)
-    user = quote(fmt.registry_username, safe="")
-    secret = quote(fmt.registry_password.get_secret_value(), safe="")
-    return urlunsplit((parts.scheme, f"{user}:{secret}@{parts.netloc}", parts.path, parts.query, parts.fragment))
-
-
-_JOB_FIELDS = {
-    "table.partition": ".partition_spec",
-    "table.dead_letter_topic": ".dead_letter_topic",
-    "table.bad_records": ".bad_records",
-    "table.identifier": ".identifier",
-    "source.topics": ".topics",
-    "source.topic_pattern": ".topic_pattern",
-    "schema": ".schema",
-}
-
-
-def _job_field_path(exc: Exception) -> str:
-    if isinstance(exc, JobSpecError):
-        return _JOB_FIELDS.get(exc.field, "")
-    return ".format" if isinstance(exc, OSError) else ""
-
-
-def _reason(exc: Exception) -> str:
-    return exc.reason if isinstance(exc, JobSpecError) else str(exc)
 
 
 # ---------------------------------------------------------------------------

@@ -175,6 +175,32 @@ def test_envelope_errors_name_the_image() -> None:
     assert (error.field, error.reason) == ("after", "the row image must be an object, got array")
 
 
+def connect_json(payload: Any) -> dict[str, Any]:
+    """A value as Kafka Connect's JSON converter writes it with ``schemas.enable=true``."""
+    return {"schema": {"type": "struct", "fields": [], "optional": False, "name": "pg.public.t.Envelope"}, "payload": payload}
+
+
+def test_envelopes_wrapped_by_connects_json_converter_are_unwrapped() -> None:
+    create = {"before": None, "after": {"id": 1, "name": "a"}, "source": {"snapshot": "true"}, "op": "r", "ts_ms": 1}
+    assert classify(connect_json(create), None, ENVELOPE) == Change(ChangeKind.UPSERT, {"id": 1, "name": "a"})
+    delete = {"before": {"id": 1}, "after": None, "op": "d"}
+    assert classify(connect_json(delete), None, ENVELOPE) == Change(ChangeKind.DELETE, {"id": 1})
+    key = json.dumps(connect_json({"id": 2})).encode()
+    assert classify(connect_json({**delete, "before": None}), key, ENVELOPE) == Change(ChangeKind.DELETE, {"id": 2})
+    error = change_error(connect_json({"source": {}, "op": "t", "ts_ms": 1}), None, ENVELOPE)
+    assert (error.field, error.reason) == ("op", 'unknown operation string "t"; expected one of c, r, u, d')
+    error = change_error(connect_json(None), None, ENVELOPE)
+    assert (error.field, error.reason) == ("op", "the operation is missing")
+
+
+def test_values_are_unwrapped_only_as_envelopes() -> None:
+    """A row may have exactly the columns ``schema`` and ``payload``: without an envelope it is the row."""
+    row = {"schema": "s", "payload": {"id": 1, "op": "c"}}
+    assert classify(row, None, UPSERT_BY_ID) == Change(ChangeKind.UPSERT, row)
+    assert classify(row, None, ChangeSpec()) == Change(ChangeKind.UPSERT, row)
+    assert change_error(row, None, DEBEZIUM).reason == "the operation is missing"
+
+
 # ---------------------------------------------------------------------------
 # Spec validation
 # ---------------------------------------------------------------------------

@@ -36,6 +36,21 @@ from table.types import (
     StructType,
     TimestamptzType,
 )
+from tests.ingest.test_e2e_debezium import (
+    ANNE,
+    ANNE_2,
+    BOB,
+    CARLA,
+    CARLA_30,
+    CUSTOMERS,
+    DAN,
+    DAN_2,
+    EVE,
+    TRUNCATE_ERROR,
+    Debezium,
+    customers_history,
+    table_row,
+)
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 T0 = dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)
@@ -250,6 +265,62 @@ def test_epoch_unit_applies_to_numeric_timestamps() -> None:
     spec = DecodeSpec(ORDERS, epoch_unit="s")
     out = decode_batch(kafka_batch([js({"id": 1, "at": 1714557600})]), spec)
     assert out.rows.column("at")[0].as_py() == dt.datetime(2024, 5, 1, 10, tzinfo=dt.timezone.utc)
+
+
+# ---------------------------------------------------------------------------
+# Debezium change events (fixtures: tests/ingest/test_e2e_debezium.py)
+# ---------------------------------------------------------------------------
+
+DEBEZIUM_SPEC = DecodeSpec(CUSTOMERS, mode="upsert", op_field=OpField(envelope=True))
+
+
+def debezium_expected(tombstones: bool) -> list[tuple[int, dict[str, Any]]]:
+    """(``_floe_op``, table columns) of every row :func:`customers_history` decodes to, in Kafka order."""
+
+    def deleted(id: int) -> list[tuple[int, dict[str, Any]]]:
+        key_only = (1, {**{f.name: None for f in CUSTOMERS.fields}, "id": id})
+        return [key_only, key_only] if tombstones else [key_only]
+
+    return [
+        (0, table_row(ANNE)),  # snapshot reads
+        (0, table_row(BOB)),
+        (0, table_row(CARLA)),
+        (0, table_row(DAN)),  # create
+        (0, table_row(ANNE_2)),  # update
+        *deleted(2),  # delete (full before image) and its tombstone
+        (0, table_row(DAN_2)),
+        *deleted(3),  # the key change 3 -> 30
+        (0, table_row(CARLA_30)),
+        (0, table_row(EVE)),  # (the truncate is between these two)
+        *deleted(5),  # delete whose before image holds only the key
+    ]
+
+
+@pytest.mark.parametrize("schemas", [True, False], ids=["schemas", "no-schemas"])
+@pytest.mark.parametrize("tombstones", [True, False], ids=["tombstones", "no-tombstones"])
+def test_debezium_change_events_decode_to_rows_and_a_dead_lettered_truncate(schemas: bool, tombstones: bool) -> None:
+    events = customers_history(Debezium(schemas=schemas, tombstones=tombstones))
+    batch = kafka_batch([e.value for e in events], keys=[e.key for e in events])
+    out = decode_batch(batch, DEBEZIUM_SPEC)
+    assert_accounted(out, batch)
+
+    columns = [f.name for f in CUSTOMERS.fields]
+    rows = out.rows.to_pylist()
+    assert [(r["_floe_op"], {c: r[c] for c in columns}) for r in rows] == debezium_expected(tombstones)
+    truncate = 100 + next(i for i, e in enumerate(events) if e.key is None)
+    assert [r["_floe_offset"] for r in rows] == [o for o in range(100, 100 + len(events)) if o != truncate]
+    [letter] = out.dead_letters.to_pylist()
+    assert (letter["source_offset"], letter["key"], letter["value"]) == (truncate, None, events[truncate - 100].value)
+    assert (letter["error_class"], letter["error_field"], letter["error_message"]) == TRUNCATE_ERROR
+
+
+def test_debezium_envelopes_are_rows_only_with_the_envelope_on() -> None:
+    """Without ``envelope`` the envelope itself would be the row: no ``id`` column at its top level."""
+    events = customers_history(Debezium(schemas=False))[:2]
+    out = decode_batch(kafka_batch([e.value for e in events], keys=[e.key for e in events]),
+                       DecodeSpec(CUSTOMERS, mode="upsert", op_field=OpField()))
+    assert out.rows.num_rows == 0
+    assert out.dead_letters.column("error_message").to_pylist() == ["field 'id': required field is missing"] * 2
 
 
 # ---------------------------------------------------------------------------

@@ -225,6 +225,9 @@ def test_a_failure_is_one_line_without_a_traceback_below_debug(info_stream: io.S
 def test_summaries_name_the_cause_and_stay_short() -> None:
     assert summarize_error(RuntimeError(SPARK_FAILURE)).startswith("BadRecordError: table shop.orders")
     assert summarize_error(ValueError("plain\nsecond line")) == "ValueError: plain"
+    py4j = RuntimeError("An error occurred while calling o48.sql.\n: org.apache.spark.sql.AnalysisException: "
+                        "[TABLE_OR_VIEW_NOT_FOUND] nope\n\tat org.apache.Foo(Foo.scala:1)")
+    assert summarize_error(py4j) == "AnalysisException: [TABLE_OR_VIEW_NOT_FOUND] nope"
     assert len(summarize_error(ValueError("x" * 5000))) <= 500
 
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +100,8 @@ def test_check_reaches_kafka_catalog_and_warehouse(tmp_path, kafka_bootstrap, ca
     assert main(["check", "--config", str(_config(tmp_path, kafka_bootstrap))]) == EXIT_OK
     out = capsys.readouterr().out
     assert "configuration: valid" in out
-    assert out.count("ok   ") == 3, out
+    assert out.count("ok   ") == 4, out
+    assert "ok   table db.events: will be created on the first start" in out
 
 
 def test_check_reports_an_unreachable_broker_without_leaking_secrets(tmp_path, capsys):
@@ -120,3 +125,86 @@ def test_check_rejects_an_invalid_config_naming_the_key(tmp_path, capsys):
     assert main(["check", "--config", str(path)]) == EXIT_CONFIG
     err = capsys.readouterr().err
     assert "kafka.max_offsets_per_trigger: expected an integer, got 'ten'" in err
+
+
+def test_version_and_the_options_after_the_subcommand(registered_table, capsys):
+    base, _ = registered_table
+    with pytest.raises(SystemExit) as version:
+        main(["--version"])
+    assert version.value.code == 0 and re.fullmatch(r"floe \S+\n", capsys.readouterr().out)
+
+    after = ["table", "list", *base[1:]]  # --catalog-uri and --warehouse after the subcommand
+    assert main(after) == EXIT_OK
+    assert capsys.readouterr().out.split() == ["db.people"]
+    assert main([*base, "scan", "db.people", "--columns", "id,name", "--limit", "2"]) == EXIT_OK
+    rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    assert len(rows) == 2 and all(set(r) == {"id", "name"} for r in rows)
+    assert main(["table", "scan", "db.people", "--columns", "name", *base[1:]]) == EXIT_OK
+    assert all(set(json.loads(line)) == {"name"} for line in capsys.readouterr().out.strip().splitlines())
+    with pytest.raises(SystemExit):
+        main(["table", "scan", "--help"])
+    assert "rows to print at most (default: 20)" in capsys.readouterr().out
+
+
+def test_table_errors_are_one_line_that_says_what_to_do(registered_table, capsys):
+    base, _ = registered_table
+    assert main([*base, "describe", "db.nope"]) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        "floe table describe: table 'db.nope' does not exist: it is not in the catalog; "
+        "'floe table list' shows the tables of the catalog"
+    ]
+    assert main([*base, "scan", "db.people", "--columns", "id,nope"]) == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        "floe table scan: table db.people has no column 'nope'; its columns are: id, name"
+    ]
+    assert "Traceback" not in err
+
+
+def test_inspection_never_creates_a_catalog(tmp_path, capsys):
+    missing = tmp_path / "nonexist" / "cat.db"
+    code = main(["table", "--catalog-uri", f"sqlite:///{missing}", "--warehouse", str(tmp_path), "list"])
+    err = capsys.readouterr().err
+    assert code == EXIT_FAILED and not missing.exists() and not missing.parent.exists()
+    assert err.strip() == (f"floe table list: no Floe catalog at sqlite:///{missing}: the file {missing} does not exist; "
+                           "check the catalog URI (inspection never creates a catalog)")
+
+    code = main(["table", "--catalog-uri", "sqlite:///relative.db", "--warehouse", str(tmp_path), "list"])
+    err = capsys.readouterr().err
+    assert code == EXIT_FAILED and not Path("relative.db").exists()
+    assert "names a relative path; use sqlite:////absolute/path.db" in err
+
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).close()  # a database, but no catalog in it
+    code = main(["table", "--catalog-uri", f"sqlite:///{empty}", "--warehouse", str(tmp_path), "list"])
+    assert code == EXIT_FAILED and "the database has no Iceberg catalog tables" in capsys.readouterr().err
+    assert sqlite3.connect(empty).execute("select count(*) from sqlite_master").fetchone() == (0,)
+
+
+def test_a_taken_http_port_is_one_line(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = _config(tmp_path, f"127.0.0.1:{free_port()}")
+        data = yaml.safe_load(config.read_text())
+        data["http"] = {"host": "127.0.0.1", "compact_port": port}
+        config.write_text(yaml.safe_dump(data))
+        code = main(["compact", "--once", "--config", str(config)])
+    err = capsys.readouterr().err
+    assert code == EXIT_FAILED
+    assert (f"floe compact: http.compact_port {port} is already in use on 127.0.0.1 (another Floe process?): "
+            "stop that process, or set http.compact_port to a free port") in err.splitlines()
+    assert "Traceback" not in err
+
+
+def test_a_reader_that_goes_away_ends_the_output_quietly(tmp_path):
+    config = _config(tmp_path, f"127.0.0.1:{free_port()}")
+    floe = Path(sys.executable).with_name("floe")
+    done = subprocess.run(f"'{floe}' check --show-config --config '{config}' 2>'{tmp_path / 'err'}' | head -n 1",
+                          shell=True, capture_output=True, text=True, timeout=120)
+    assert done.stdout == "configuration: valid\n"
+    assert "Traceback" not in (tmp_path / "err").read_text() and "BrokenPipe" not in (tmp_path / "err").read_text()

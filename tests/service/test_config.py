@@ -611,3 +611,17 @@ def test_every_model_field_has_a_description() -> None:
     ]
     assert len(models) > 10
     assert [m for model in models for m in walk(model)] == []
+
+
+def test_op_envelope_parses_in_upsert_mode_and_is_refused_elsewhere(tmp_path: Path) -> None:
+    data = changed(lambda d: d["tables"][0].update(mode="upsert", key=["id"], op={"envelope": True}))
+    op = load_config(write(tmp_path, data), {}).tables[0].op
+    assert op is not None and op.envelope is True
+    assert (op.field, op.insert, op.update, op.delete) == ("op", ["c", "r"], ["u"], ["d"]), "Debezium's defaults"
+    data = changed(lambda d: d["tables"][0].update(mode="upsert", key=["id"], op={"field": "op"}))
+    assert load_config(write(tmp_path, data), {}).tables[0].op.envelope is False  # type: ignore[union-attr]
+
+    data = changed(lambda d: d["tables"][0].update(op={"envelope": True}))
+    assert problems_of(data, tmp_path) == ["tables[0].op: only used when mode is 'upsert' (mode is 'append')"]
+    data = changed(lambda d: d["tables"][0].update(mode="upsert", key=["id"], op={"envelope": "sometimes"}))
+    assert problems_of(data, tmp_path) == ["tables[0].op.envelope: expected true or false, got 'sometimes'"]

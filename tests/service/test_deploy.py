@@ -2,8 +2,9 @@
 
 The Kubernetes manifests are validated offline against the Kubernetes JSON
 schemas shipped in the ``kubernetes-validate`` package (strict: unknown
-fields are errors). Custom resources (ServiceMonitor) have no schema there and
-are checked structurally against the Service they select.
+fields are errors). Custom resources (ServiceMonitor, PrometheusRule) have no
+schema there and are checked structurally: the ServiceMonitor against the
+Service it selects, the PrometheusRule against deploy/prometheus/alerts.yaml.
 """
 
 from __future__ import annotations
@@ -210,7 +211,8 @@ def test_alert_rules_are_complete() -> None:
 # ----------------------------------------------------------------------------- kubernetes
 
 
-VALIDATED = [(name, doc) for name, doc in k8s_documents() if doc["kind"] not in {"ServiceMonitor", "Kustomization"}]
+CUSTOM_RESOURCES = {"ServiceMonitor", "PrometheusRule"}
+VALIDATED = [(name, doc) for name, doc in k8s_documents() if doc["kind"] not in CUSTOM_RESOURCES | {"Kustomization"}]
 
 
 @pytest.mark.parametrize("name, doc", VALIDATED, ids=[f"{n}:{d['kind']}:{d['metadata']['name']}" for n, d in VALIDATED])
@@ -282,6 +284,20 @@ def test_service_monitor_scrapes_the_service_ports() -> None:
     for endpoint in endpoints:
         assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout"}
         assert endpoint["path"] == "/metrics" and re.fullmatch(r"\d+s", endpoint["interval"])
+
+
+def test_prometheus_rule_carries_the_alert_rules_of_alerts_yaml() -> None:
+    rule = k8s("PrometheusRule")
+    monitor = k8s("ServiceMonitor")
+    assert rule["apiVersion"] == monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert set(rule) == {"apiVersion", "kind", "metadata", "spec"}
+    # the ServiceMonitor's conventions: the same labels, and a namespace only where it has one
+    assert set(rule["metadata"]) == set(monitor["metadata"])
+    assert rule["metadata"]["labels"] == monitor["metadata"]["labels"]
+    assert rule["metadata"].get("namespace") == monitor["metadata"].get("namespace")
+    assert set(rule["spec"]) == {"groups"}
+    alerts = yaml.safe_load((DEPLOY / "prometheus" / "alerts.yaml").read_text())
+    assert rule["spec"]["groups"] == alerts["groups"], "prometheusrule.yaml and alerts.yaml differ: change both"
 
 
 def test_pod_runs_as_the_images_non_root_user() -> None:
@@ -423,9 +439,20 @@ def test_prometheus_scrapes_both_floe_containers_and_loads_the_alerts() -> None:
     config = example_config()
     expected = {f"{name}:{config.http.port_for(s['command'][0])}" for name, s in floe_services().items()}
     assert expected <= targets
-    mounts = dict(v.split(":")[:2] for v in compose()["services"]["prometheus"]["volumes"])
-    assert mounts["./prometheus/alerts.yaml"] in prometheus["rule_files"]
-    assert mounts["./prometheus/prometheus.yml"] in " ".join(compose()["services"]["prometheus"]["command"])
+    # rule files are relative to the config file, in the repository and in the container alike
+    rule_files = [(DEPLOY / "prometheus" / rule).resolve() for rule in prometheus["rule_files"]]
+    assert rule_files == [(DEPLOY / "prometheus" / "alerts.yaml").resolve()]
+    service = compose()["services"]["prometheus"]
+    mounts = {dst: src for src, dst in (v.split(":")[:2] for v in service["volumes"])}
+
+    def on_host(path: str) -> Path:
+        """The repository file a container path is mounted from."""
+        dst = max((d for d in mounts if Path(path).is_relative_to(d)), key=len)
+        return (DEPLOY / mounts[dst] / Path(path).relative_to(dst)).resolve()
+
+    [config_file] = [a.split("=", 1)[1] for a in service["command"] if a.startswith("--config.file=")]
+    assert on_host(config_file) == (DEPLOY / "prometheus" / "prometheus.yml").resolve()
+    assert [on_host(str(Path(config_file).parent / rule)) for rule in prometheus["rule_files"]] == rule_files
 
 
 def test_grafana_provisions_the_dashboard_and_the_datasource() -> None:

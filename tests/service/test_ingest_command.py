@@ -22,13 +22,8 @@ from commit.catalog import Catalog
 from ingest.decoding import AvroFormat, ConfluentAvroFormat, JsonFormat
 from ingest.job import SortTerm, job_from_json, job_to_json
 from service.config import ConfigError, parse_config
-from service.ingest_command import (
-    EXIT_OK,
-    EXIT_STOPPED,
-    IngestReadiness,
-    build_jobs,
-    run_ingest_service,
-)
+from service.ingest_command import EXIT_OK, EXIT_STOPPED, IngestReadiness, run_ingest_service
+from service.jobs import build_jobs
 from service.local_kafka import free_port
 from table.io import FileIO
 from table.scan import TableScan
@@ -240,7 +235,8 @@ def test_an_idle_caught_up_pipeline_stays_ready_and_an_unreachable_kafka_is_not(
 
 @pytest.mark.kafka
 @pytest.mark.spark
-def test_service_lands_events_serves_metrics_and_readiness(spark, kafka_bootstrap, new_topic, tmp_path):
+def test_service_lands_events_serves_metrics_and_readiness(spark, kafka_bootstrap, new_topic, tmp_path, caplog):
+    caplog.set_level("INFO", logger="floe.ingest")
     topic = new_topic("svc", partitions=2)
     delivered = produce(kafka_bootstrap, topic, change_events(2_000, 300, seed=3))
     config = parse_config(events_config(tmp_path, kafka_bootstrap, topic))
@@ -269,6 +265,13 @@ def test_service_lands_events_serves_metrics_and_readiness(spark, kafka_bootstra
     assert registry.get_sample_value("floe_up", {"component": "ingest"}) == 0
     rows, _ = read_rows(tmp_path)
     assert rows == expected_table(delivered)
+    committed = [r for r in caplog.records if getattr(r, "result", None) == "committed"]
+    assert committed, "every committed batch logs a line"
+    assert sum(r.rows_committed for r in committed) == registry.get_sample_value(
+        "floe_ingest_records_committed_total", {"table": "db.events"}), "the batch log and the metric count alike"
+    assert sum(r.records for r in committed) == 2_000
+    stopped = [r for r in caplog.records if r.getMessage() == "ingest stopped"]
+    assert [(r.name, r.exit_code) for r in stopped] == [("floe.ingest", EXIT_STOPPED)], "a final line, from ingest"
 
     more = produce(kafka_bootstrap, topic, change_events(300, 300, seed=4))
     back_fill = parse_config(events_config(tmp_path, kafka_bootstrap, topic, trigger={"available_now": True}))

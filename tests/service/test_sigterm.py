@@ -7,6 +7,7 @@ sent while ``offsets`` is ahead of ``commits``.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -98,7 +99,12 @@ def test_sigterm_mid_batch_stops_after_whole_batches_and_a_restart_resumes_exact
         log.close()
     output = (tmp_path / "ingest.log").read_text()
     assert code == EXIT_STOPPED, output[-3000:]
-    assert '"signal": "SIGTERM"' in output
+    records = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    [requested] = [r for r in records if r.get("signal") == "SIGTERM"]
+    assert (requested["logger"], requested["message"]) == ("floe.ingest", "stop requested")
+    assert (records[-1]["logger"], records[-1]["message"], records[-1]["exit_code"]) == (
+        "floe.ingest", "ingest stopped", EXIT_STOPPED), "the last line says ingest stopped, from ingest's logger"
+    assert not [r for r in records if r["logger"].startswith("service.compact")], "no compactor lines in ingest"
 
     rows, metadata = read_rows(tmp_path)
     assert_whole_batches(metadata)

@@ -1,0 +1,143 @@
+"""``floe check``'s table lines: each configured table against the catalog, read only.
+
+Real SQLite catalogs on tmp_path. The tables are created by ``ensure_table``
+from a first configuration, the way ``floe ingest`` creates them; the check
+then runs against a second configuration that keeps one table, adds one,
+evolves one and changes one in a way Floe refuses.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from commit.catalog import Catalog
+from ingest.table_setup import ensure_table
+from service.check import check_tables
+from service.cli import EXIT_FAILED, main
+from service.config import FloeConfig, parse_config
+from service.jobs import table_spec
+from service.local_kafka import free_port
+from table.partitioning import build_partition_spec
+from table.schema import Schema
+from table.sort_order import UNSORTED_SORT_ORDER
+from table.types import LongType, NestedField, TimestamptzType
+
+
+def orders(identifier: str) -> dict[str, Any]:
+    return {
+        "identifier": identifier,
+        "topics": [identifier],
+        "key": ["id"],
+        "schema": [
+            {"name": "id", "type": "long", "required": True},
+            {"name": "qty", "type": "int"},
+            {"name": "status", "type": "string"},
+        ],
+        "partition_spec": ["bucket(4, id)"],
+    }
+
+
+def config_data(tmp_path: Path, tables: list[dict[str, Any]], catalog_file: str = "catalog.db") -> dict[str, Any]:
+    (tmp_path / "wh").mkdir(exist_ok=True)
+    return {
+        "kafka": {"bootstrap_servers": f"127.0.0.1:{free_port()}"},
+        "catalog": {"uri": f"sqlite:///{tmp_path / catalog_file}", "warehouse": str(tmp_path / "wh")},
+        "checkpoint_location": str(tmp_path / "checkpoints"),
+        "tables": tables,
+    }
+
+
+def create_tables(config: FloeConfig) -> None:
+    """The tables as the first ``floe ingest`` creates them."""
+    with Catalog(config.catalog.connection_uri(), config.catalog.warehouse) as catalog:
+        for table in config.tables:
+            ensure_table(catalog, table_spec(table))
+
+
+def changed_tables() -> list[dict[str, Any]]:
+    """The second configuration: shop.same kept, shop.new added, shop.more evolved, shop.bad refused."""
+    more, bad = orders("shop.more"), orders("shop.bad")
+    more["schema"] = [*more["schema"][:1], {"name": "qty", "type": "long"}, *more["schema"][2:],
+                      {"name": "note", "type": "string"}]
+    bad["schema"] = [bad["schema"][0], {"name": "qty", "type": "string"}, *bad["schema"][2:]]
+    return [orders("shop.same"), orders("shop.new"), more, bad]
+
+
+EXPECTED = [
+    "ok   table shop.same: exists and matches",
+    "ok   table shop.new: will be created on the first start",
+    "ok   table shop.more: will evolve: widen column qty from int to long, add column note (string)",
+    "FAIL table shop.bad: column 'qty': int in the table, string in the configuration: Iceberg promotes only int "
+    "to long, float to double and decimal(P,S) to decimal(P',S) with P' > P. Fix: change the configuration back "
+    "to int, or land the new type in a column of another name",
+]
+
+
+def catalog_state(config: FloeConfig) -> dict[str, str]:
+    with Catalog(config.catalog.connection_uri(), config.catalog.warehouse, create=False) as catalog:
+        return {str(ident): catalog.load_pointer(ident).metadata_location for ident in catalog.list_tables("shop")}
+
+
+def test_each_table_is_matched_created_evolved_or_refused_and_nothing_changes(tmp_path):
+    create_tables(parse_config(config_data(tmp_path, [orders(t) for t in ("shop.same", "shop.more", "shop.bad")])))
+    config = parse_config(config_data(tmp_path, changed_tables()))
+    before = catalog_state(config)
+    files_before = sorted(p for p in (tmp_path / "wh").rglob("*"))
+
+    results = check_tables(config)
+
+    assert [r.line() for r in results] == EXPECTED
+    assert catalog_state(config) == before and len(before) == 3, "the check never creates or changes a table"
+    assert sorted(p for p in (tmp_path / "wh").rglob("*")) == files_before
+
+
+def test_a_missing_catalog_means_every_table_will_be_created_and_is_not_created(tmp_path):
+    config = parse_config(config_data(tmp_path, [orders("shop.a"), orders("shop.b")], "nowhere.db"))
+    assert [r.line() for r in check_tables(config)] == [
+        "ok   table shop.a: will be created on the first start",
+        "ok   table shop.b: will be created on the first start",
+    ]
+    assert not (tmp_path / "nowhere.db").exists()
+
+
+def test_an_upsert_table_that_needs_an_unpartitioned_spec_says_so(tmp_path):
+    table = {**orders("shop.upserts"), "mode": "upsert", "partition_spec": ["day(ts)"],
+             "schema": [{"name": "id", "type": "long", "required": True}, {"name": "ts", "type": "timestamptz"}]}
+    config = parse_config(config_data(tmp_path, [table]))
+    schema = Schema(NestedField(1, "id", LongType(), required=True), NestedField(2, "ts", TimestamptzType()),
+                    identifier_field_ids=[1])
+    with Catalog(config.catalog.connection_uri(), config.catalog.warehouse) as catalog:  # created by another tool
+        catalog.create_namespace("shop")
+        catalog.create_table("shop.upserts", schema, build_partition_spec(schema, [("day", "ts")]),
+                             UNSORTED_SORT_ORDER, {})
+    [result] = check_tables(config)
+    assert result.line() == ("ok   table shop.upserts: exists and matches; "
+                             "will add an unpartitioned spec for global equality deletes")
+
+
+def test_an_unreadable_table_fails_its_line_only(tmp_path):
+    config = parse_config(config_data(tmp_path, [orders("shop.gone"), orders("shop.fresh")]))
+    create_tables(parse_config(config_data(tmp_path, [orders("shop.gone")])))
+    Path(catalog_state(config)["shop.gone"]).unlink()
+    lines = [r.line() for r in check_tables(config)]
+    assert lines[0].startswith("FAIL table shop.gone: ") and "metadata.json" in lines[0], lines
+    assert lines[1] == "ok   table shop.fresh: will be created on the first start"
+
+
+def test_floe_check_prints_the_table_lines(tmp_path, capsys):
+    first = config_data(tmp_path, [orders(t) for t in ("shop.same", "shop.more", "shop.bad")])
+    create_tables(parse_config(first))
+    second = copy.deepcopy(first)
+    second["tables"] = changed_tables()
+    path = tmp_path / "floe.yaml"
+    path.write_text(yaml.safe_dump(second))
+
+    code = main(["check", "--config", str(path)])
+
+    out = capsys.readouterr().out.splitlines()
+    assert code == EXIT_FAILED  # the refused table (and the unreachable Kafka)
+    assert [line for line in out if " table " in line[:11]] == EXPECTED
