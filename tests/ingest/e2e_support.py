@@ -12,12 +12,13 @@ import os
 import random
 import subprocess
 import sys
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import pyarrow as pa
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 
 from ingest.changes import OpField
 from ingest.decode_batch import DecodeSpec
@@ -169,3 +170,25 @@ def batch_lines(log: Path) -> list[dict[str, Any]]:
     """The per-batch JSON log lines written so far."""
     return [json.loads(line) for line in log.read_text(errors="replace").splitlines()
             if line.startswith("{") and '"batch_id"' in line]
+
+
+def consume_all(bootstrap: str, topic: str, expected: int, timeout_s: float = 60.0) -> list[Any]:
+    """Every message of ``topic`` from the start: at least ``expected``, then a few idle seconds."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    messages: list[Any] = []
+    idle = 0
+    try:
+        while idle < timeout_s:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                idle += 1
+                if len(messages) >= expected and idle >= 3:
+                    break
+                continue
+            assert msg.error() is None, msg.error()
+            messages.append(msg)
+    finally:
+        consumer.close()
+    return messages

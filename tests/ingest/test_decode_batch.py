@@ -425,3 +425,14 @@ def test_dead_letter_sink_raises_when_kafka_does_not_acknowledge() -> None:
         sink.send(letters)
     assert time.monotonic() - started < 10.0
     assert sink.send(letters.slice(0, 0)) == 0
+
+
+def test_librdkafka_lines_go_through_python_logging(caplog) -> None:
+    """The dead-letter producer's own lines reach Floe's handlers (and format), not bare stderr."""
+    letters = decode_batch(kafka_batch([b"{"]), DecodeSpec(ORDERS)).dead_letters
+    config = {"bootstrap.servers": "127.0.0.1:1", "message.timeout.ms": 1500, "reconnect.backoff.ms": 100}
+    with caplog.at_level("INFO", logger="floe.librdkafka"):
+        with pytest.raises(DeadLetterDeliveryError):
+            DeadLetterSink(config, "orders.dlq", flush_timeout=10.0).send(letters)
+    lines = [r for r in caplog.records if r.name == "floe.librdkafka"]
+    assert lines and any("127.0.0.1:1" in r.getMessage() for r in lines), [r.getMessage() for r in lines]

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import io
 import json
-import uuid
 from pathlib import Path
 from typing import Any, Optional
 
 import fastavro
 import pytest
-from confluent_kafka import Consumer
 from prometheus_client import CollectorRegistry
 
 from commit.catalog import Catalog
@@ -41,7 +39,7 @@ from table.io import FileIO
 from table.scan import TableScan
 from table.schema import Schema
 from table.types import DoubleType, LongType, NestedField, StringType
-from tests.ingest.e2e_support import Event, produce
+from tests.ingest.e2e_support import Event, consume_all, produce
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -94,27 +92,6 @@ def table_rows(job: IngestJob) -> list[dict[str, Any]]:
     with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
         loaded = catalog.load_table(job.table.identifier)
     return TableScan(FileIO.for_location(loaded.metadata_location), loaded.metadata).to_arrow().to_pylist()
-
-
-def consume_all(bootstrap: str, topic: str, expected: int, timeout_s: float = 60.0) -> list[Any]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    messages = []
-    idle = 0
-    try:
-        while idle < timeout_s:
-            msg = consumer.poll(1.0)
-            if msg is None:
-                idle += 1
-                if len(messages) >= expected and idle >= 3:
-                    break
-                continue
-            assert msg.error() is None, msg.error()
-            messages.append(msg)
-    finally:
-        consumer.close()
-    return messages
 
 
 def headers_of(msg: Any) -> dict[str, Optional[str]]:

@@ -30,14 +30,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import uuid
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Optional
 
 import pytest
-from confluent_kafka import Consumer
 from prometheus_client import CollectorRegistry
 
 from commit.catalog import Catalog
@@ -50,7 +48,7 @@ from table.io import FileIO
 from table.scan import TableScan
 from table.schema import Schema
 from table.types import DateType, DecimalType, IntegerType, NestedField, StringType, TimestamptzType
-from tests.ingest.e2e_support import Event, produce
+from tests.ingest.e2e_support import Event, consume_all, produce
 
 # ----------------------------------------------------------------------------- the table
 
@@ -322,27 +320,6 @@ def table_rows(tmp: Path, identifier: str) -> dict[int, dict[str, Any]]:
     by_id = {row["id"]: row for row in rows}
     assert len(by_id) == len(rows), f"duplicate ids in {identifier}"
     return by_id
-
-
-def consume_all(bootstrap: str, topic: str, expected: int, timeout_s: float = 60.0) -> list[Any]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    messages: list[Any] = []
-    idle = 0
-    try:
-        while idle < timeout_s:
-            msg = consumer.poll(1.0)
-            if msg is None:
-                idle += 1
-                if len(messages) >= expected and idle >= 3:
-                    break
-                continue
-            assert msg.error() is None, msg.error()
-            messages.append(msg)
-    finally:
-        consumer.close()
-    return messages
 
 
 @pytest.mark.kafka
