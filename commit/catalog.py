@@ -56,6 +56,7 @@ from commit.identifiers import (
 from commit.lease import LeaseTable
 from table.errors import TableError
 from table.io import FileIO
+from table.locations import metadata_location as metadata_dir
 from table.metadata import TableMetadata, metadata_file_name, new_table_metadata
 from table.metadata_json import read_table_metadata, write_table_metadata
 from table.partitioning import UNPARTITIONED_SPEC, PartitionSpec
@@ -267,7 +268,7 @@ class Catalog:
                 raise TableAlreadyExists(str(ident))
             table_location = (location or self._namespace_table_location(session, ident)).rstrip("/")
         metadata = new_table_metadata(schema, spec, sort_order, table_location, properties)
-        metadata_location = f"{table_location}/metadata/{metadata_file_name(0)}"
+        metadata_location = f"{metadata_dir(metadata)}/{metadata_file_name(0)}"
         check_location(metadata_location, f"metadata location of table {ident}")
         io = FileIO.for_location(metadata_location)
         write_table_metadata(io, metadata_location, metadata)

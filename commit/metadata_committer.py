@@ -28,7 +28,7 @@ from table import properties
 from table.errors import TableError
 from table.io import FileIO
 from table.locations import metadata_location
-from table.metadata import TableMetadata, metadata_file_name, parse_metadata_version
+from table.metadata import TableMetadata, metadata_file_name, now_ms, parse_metadata_version
 from table.metadata_json import write_table_metadata
 
 log = logging.getLogger(__name__)
@@ -142,8 +142,6 @@ class MetadataCommitter:
                 self._before_commit(PendingCommit(attempt, loaded.metadata_location, loaded.metadata, location, metadata))
             try:
                 self.catalog.swap_metadata_location(self.identifier, loaded.metadata_location, location)
-                self._delete_dropped_metadata(loaded.metadata, metadata)
-                return CommittedMetadata(loaded.metadata_location, loaded.metadata, location, metadata, attempt)
             except CommitConflict as conflict:
                 delay_ms = backoff.next_delay_ms()
                 if delay_ms is None:
@@ -153,16 +151,26 @@ class MetadataCommitter:
                 self._sleep(delay_ms / 1000.0)
             except CommitStateUnknown as unknown:
                 return self._settle(unknown, loaded, location, metadata, attempt, landed)
+            else:
+                self._delete_dropped_metadata(loaded.metadata, metadata)
+                return CommittedMetadata(loaded.metadata_location, loaded.metadata, location, metadata, attempt)
             loaded = self.catalog.load_table(self.identifier)
             attempt += 1
 
     def _delete_dropped_metadata(self, base: TableMetadata, committed: TableMetadata) -> None:
         """After a commit: delete the metadata files that left the log, if the table asks for it.
 
-        The commit has landed, so a failed delete is only logged: the file is
-        then an orphan for orphan-file removal.
+        The commit has landed, so nothing here may fail it (a caller would
+        then clean up files the table now points to): a failure is only
+        logged, and the file is an orphan for orphan-file removal.
         """
-        for path in base.metadata_files_dropped_by(committed):
+        try:
+            dropped = base.metadata_files_dropped_by(committed)
+        except Exception as error:  # noqa: BLE001 - the commit landed; see the docstring
+            log.warning("could not tell which old metadata files to delete after a commit",
+                        extra={"table": str(self.identifier), "error": str(error)})
+            return
+        for path in dropped:
             try:
                 self.files.io.delete(path)
             except (OSError, TableError) as error:
@@ -219,6 +227,32 @@ class MetadataCommitter:
                 raise unknown from e
 
 
-def now_ms() -> int:
-    """Wall-clock milliseconds, as metadata timestamps are kept."""
-    return int(time.time() * 1000)
+def commit_metadata_change(
+    catalog: Catalog,
+    identifier: TableIdentifierLike,
+    build: BuildMetadata,
+    landed: Landed,
+    *,
+    io: Optional[FileIO] = None,
+    before_commit: Optional[BeforeCommit] = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Optional[CommittedMetadata]:
+    """A commit that writes only a metadata file (a schema, a spec, expired snapshots);
+    None when ``build`` found nothing to change.
+
+    After success the metadata files of lost attempts are deleted; after a
+    failure everything the commit wrote; after an unknown outcome nothing
+    (any of them may be the table's now).
+    """
+    ident = to_table_identifier(identifier)
+    files = CommitFiles(io or FileIO.for_location(catalog.load_pointer(ident).metadata_location))
+    committer = MetadataCommitter(catalog, ident, files, before_commit=before_commit, sleep=sleep)
+    try:
+        committed = committer.commit(build, landed)
+    except CommitStateUnknown:
+        raise
+    except Exception as error:
+        files.delete_all_after(error)
+        raise
+    files.delete_except(() if committed is None else (committed.location,))
+    return committed

@@ -45,7 +45,6 @@ from commit.metadata_committer import (
     CommitFiles,
     CommittedMetadata,
     MetadataCommitter,
-    now_ms,
 )
 from commit.summary import OPERATION, with_totals
 from table.io import FileIO
@@ -59,7 +58,7 @@ from table.manifest import (
     write_manifest,
     write_manifest_list,
 )
-from table.metadata import MAIN_BRANCH, Snapshot, TableMetadata
+from table.metadata import MAIN_BRANCH, Snapshot, TableMetadata, now_ms
 from table.partitioning import PartitionSpec
 
 log = logging.getLogger(__name__)

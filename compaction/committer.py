@@ -52,7 +52,8 @@ from table.errors import TableError
 from table.io import FileIO
 from table.manifest import DataFile, DataFileContent, ManifestEntry, ManifestEntryStatus
 from table.metadata import Snapshot
-from table.parquet.writer import FileNameFactory
+from table.parquet.partitioned import PartitionedWriter
+from table.parquet.writer import FileNameFactory, WriterOptions
 from table.partitioning import PartitionSpec
 from table.schema import Schema
 
@@ -148,6 +149,8 @@ class CommitContext:
     use_starting_sequence_number: bool = True
     max_carry_rounds: int = MAX_CARRY_ROUNDS_DEFAULT
     before_commit: Optional[BeforeCommit] = None
+    writer: WriterOptions = WriterOptions()
+    """The table's file writing options: carried-over deletes are written with them."""
 
 
 class RewriteCommitter:
@@ -420,27 +423,22 @@ class _BatchCommit:
         pending.carried_count += sum(len(v) for v in translated.values())
 
     def _write_position_deletes(self, pending: _Pending, translated: Mapping[str, list[int]]) -> list[DataFile]:
-        by_path = {f.file_path: f for f in pending.added}
-        by_partition: dict[tuple, list[str]] = {}
-        for path in translated:
-            by_partition.setdefault(tuple(by_path[path].partition), []).append(path)
+        """Delete files for the translated positions, one writer per partition of the new files."""
+        ctx = self.ctx
+        partitions = {f.file_path: f.partition for f in pending.added}
         names = FileNameFactory(
-            prefix=f"{pending.group_id:05d}-carry{self.owner.next_carry_round()}", operation_id=self.ctx.run_id
+            prefix=f"{pending.group_id:05d}-carry{self.owner.next_carry_round()}", operation_id=ctx.run_id
         )
-        written: list[DataFile] = []
-        for partition, paths in by_partition.items():
-            writer = PositionDeleteWriter(
-                self.ctx.io, self.ctx.data_location, self.ctx.schema, self.ctx.output_spec, partition,
-                file_name_factory=names,
-            )
-            try:
-                writer.write(_position_rows(paths, translated))
-                written.extend(writer.close())
-            except BaseException:
-                writer.abort()
-                self.ctx.io.delete_many([f.file_path for f in written])
-                raise
-        return written
+        options = ctx.writer.for_deletes()
+        writer = PartitionedWriter(ctx.schema, ctx.output_spec, lambda partition: PositionDeleteWriter(
+            ctx.io, ctx.data_location, ctx.schema, ctx.output_spec, partition, file_name_factory=names, **options))
+        try:
+            for path in sorted(translated):
+                writer.write_partition(partitions[path], _position_rows([path], translated))
+            return writer.close()
+        except BaseException:
+            writer.abort()
+            raise
 
 
 def _position_rows(paths: list[str], translated: Mapping[str, list[int]]) -> pa.Table:

@@ -100,10 +100,10 @@ class GroupRewriteTask:
     data_location: str
     schema: Schema
     output_spec: PartitionSpec
-    target_file_size_bytes: int
     position_map_path: str
     operation_id: str
     writer: WriterOptions = WriterOptions()
+    """The table's writer options, with the target size the rewrite aims at."""
     batch_size: int = DEFAULT_BATCH_SIZE
     max_equality_keys: int = DEFAULT_MAX_EQUALITY_KEYS
     stop_path: Optional[str] = None
@@ -192,7 +192,7 @@ def rewrite_group(task: GroupRewriteTask, stop: StopCheck = NeverStop()) -> Grou
 def _outputs(io: FileIO, task: GroupRewriteTask) -> PartitionedWriter:
     """One rolling writer per output partition, with the table's writer options."""
     names = FileNameFactory(prefix=f"{task.group_id:05d}-compact", operation_id=task.operation_id)
-    options = dict(task.writer.for_data(), target_file_size_bytes=task.target_file_size_bytes)
+    options = task.writer.for_data()
 
     def open_writer(partition: tuple[Any, ...]) -> DataFileWriter:
         return DataFileWriter(

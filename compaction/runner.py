@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -491,10 +491,9 @@ class _Work:
             data_location=self.data_location,
             schema=self.metadata.schema(),
             output_spec=self.metadata.spec_by_id(self.plan.output_spec_id),
-            target_file_size_bytes=self.options.write_max_file_size,
             position_map_path=f"{self.work_prefix}-{group_id:05d}.positions.parquet",
             operation_id=self.run_id,
-            writer=self.writer,
+            writer=replace(self.writer, target_file_size_bytes=self.options.write_max_file_size),
             batch_size=self.runner.options.batch_size,
             stop_path=f"{self.work_prefix}.stop" if self.runner.spark is not None else None,
         )
@@ -512,5 +511,6 @@ class _Work:
             use_starting_sequence_number=self.options.use_starting_sequence_number,
             max_carry_rounds=self.runner.options.max_carry_rounds,
             before_commit=self.runner.before_commit,
+            writer=self.writer,
         )
 

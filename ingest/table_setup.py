@@ -26,20 +26,15 @@ import logging
 from typing import Any, Optional, Sequence
 
 from commit.catalog import Catalog, LoadedTable
-from commit.errors import CommitStateUnknown, NamespaceAlreadyExists, TableAlreadyExists
+from commit.errors import NamespaceAlreadyExists, TableAlreadyExists
 from commit.identifiers import to_table_identifier
 from commit.metadata_committer import (
     BeforeCommit,
-    BuildMetadata,
-    CommitFiles,
-    CommittedMetadata,
-    Landed,
-    MetadataCommitter,
+    commit_metadata_change,
 )
 from ingest.job import TableSpec, as_dict
 from ingest.table_diff import Difference, evolve_schema, table_differences
 from table import properties
-from table.io import FileIO
 from table.metadata import TableMetadata
 from table.partitioning import UNPARTITIONED_SPEC
 from table.schema import Schema
@@ -143,7 +138,7 @@ def evolve_table(catalog: Catalog, table: TableSpec, *, before_commit: Optional[
     def landed(metadata: TableMetadata) -> bool:
         return not any(d.evolvable for d in table_differences(metadata, table))
 
-    if _commit_metadata(catalog, table, build, landed, before_commit) is not None:
+    if commit_metadata_change(catalog, table.identifier, build, landed, before_commit=before_commit) is not None:
         log.info("evolved table %s: %s", table.identifier, "; ".join(d.summary() for d in applied),
                  extra={"table": table.identifier})
     return catalog.load_table(to_table_identifier(table.identifier))
@@ -173,34 +168,7 @@ def _add_unpartitioned_spec(catalog: Catalog, table: TableSpec) -> LoadedTable:
             return None
         return loaded.metadata.add_partition_spec(UNPARTITIONED_SPEC)
 
-    if _commit_metadata(catalog, table, build, _has_unpartitioned_spec) is not None:
+    if commit_metadata_change(catalog, table.identifier, build, _has_unpartitioned_spec) is not None:
         log.info("added an unpartitioned spec to %s for global equality deletes", table.identifier,
                  extra={"table": table.identifier})
     return catalog.load_table(to_table_identifier(table.identifier))
-
-
-def _commit_metadata(
-    catalog: Catalog,
-    table: TableSpec,
-    build: BuildMetadata,
-    landed: Landed,
-    before_commit: Optional[BeforeCommit] = None,
-) -> Optional[CommittedMetadata]:
-    """A metadata-only commit through the commit loop; None when ``build`` found nothing to change.
-
-    Like the snapshot producer, it deletes the metadata files of lost
-    attempts after success and everything it wrote after a failure, except
-    when the outcome is unknown (then any of them may be the table's).
-    """
-    ident = to_table_identifier(table.identifier)
-    files = CommitFiles(FileIO.for_location(catalog.load_pointer(ident).metadata_location))
-    committer = MetadataCommitter(catalog, ident, files, before_commit=before_commit)
-    try:
-        committed = committer.commit(build, landed)
-    except CommitStateUnknown:
-        raise
-    except Exception as error:
-        files.delete_all_after(error)
-        raise
-    files.delete_except(() if committed is None else (committed.location,))
-    return committed

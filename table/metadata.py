@@ -33,7 +33,8 @@ INITIAL_SCHEMA_ID = 0
 INITIAL_SORT_ORDER_ID = 1
 
 
-def _now_ms() -> int:
+def now_ms() -> int:
+    """Wall-clock milliseconds, as metadata timestamps are kept."""
     return int(time.time() * 1000)
 
 
@@ -301,7 +302,7 @@ class TableMetadata:
             return replace(self, refs=refs)
         if timestamp_ms is None:
             just_added = snapshot.timestamp_ms >= self.last_updated_ms
-            timestamp_ms = snapshot.timestamp_ms if just_added else max(_now_ms(), self.last_updated_ms)
+            timestamp_ms = snapshot.timestamp_ms if just_added else max(now_ms(), self.last_updated_ms)
         return replace(
             self,
             refs=refs,
@@ -422,7 +423,7 @@ class TableMetadata:
 
     def with_last_updated_ms(self, timestamp_ms: Optional[int] = None) -> TableMetadata:
         """Stamp the metadata just before writing it (default: now)."""
-        return replace(self, last_updated_ms=_now_ms() if timestamp_ms is None else timestamp_ms)
+        return replace(self, last_updated_ms=now_ms() if timestamp_ms is None else timestamp_ms)
 
     # -- JSON -----------------------------------------------------------------
 
@@ -577,7 +578,7 @@ def new_table_metadata(
         table_uuid=table_uuid or uuid.uuid4(),
         location=location.rstrip("/"),
         last_sequence_number=0,
-        last_updated_ms=_now_ms() if timestamp_ms is None else timestamp_ms,
+        last_updated_ms=now_ms() if timestamp_ms is None else timestamp_ms,
         last_column_id=fresh_schema.highest_field_id,
         schemas=(fresh_schema,),
         current_schema_id=fresh_schema.schema_id,

@@ -11,6 +11,7 @@ Callers ask a :class:`Property` for its value: ``TARGET_FILE_SIZE.read(props)``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Generic, Mapping, Optional, TypeVar
 
@@ -30,11 +31,19 @@ class PropertyError(ValidationError):
         self.reason = reason
 
 
+_LONG = re.compile(r"[+-]?[0-9]+")
+_LONG_RANGE = (-(2**63), 2**63 - 1)
+
+
 def parse_int(key: str, raw: str) -> int:
-    try:
-        return int(raw.strip())
-    except ValueError:
-        raise PropertyError(key, raw, "is not an integer") from None
+    """A decimal integer in Java's ``long`` range, as Iceberg Java parses it (no ``1_000``)."""
+    text = raw.strip()
+    if not _LONG.fullmatch(text):
+        raise PropertyError(key, raw, "is not an integer")
+    value = int(text)
+    if not _LONG_RANGE[0] <= value <= _LONG_RANGE[1]:
+        raise PropertyError(key, raw, "is out of the range of a 64-bit integer")
+    return value
 
 
 def parse_non_negative_int(key: str, raw: str) -> int:
@@ -59,6 +68,14 @@ def parse_bool(key: str, raw: str) -> bool:
     return lowered == "true"
 
 
+def parse_flag(key: str, raw: str) -> bool:
+    """Java's ``Boolean.parseBoolean``: ``true`` in any case; anything else is false.
+
+    For properties Iceberg Java reads leniently, where an error would be a
+    difference from every other engine."""
+    return raw.strip().lower() == "true"
+
+
 def parse_text(key: str, raw: str) -> str:
     return raw
 
@@ -67,12 +84,10 @@ def parse_lower(key: str, raw: str) -> str:
     return raw.strip().lower()
 
 
-def parse_location(key: str, raw: str) -> str:
-    """A directory; its trailing slashes are dropped so that joins add exactly one."""
+def parse_location(key: str, raw: str) -> Optional[str]:
+    """A directory, its trailing slashes dropped so that joins add exactly one; blank is unset."""
     stripped = raw.strip().rstrip("/")
-    if not stripped:
-        raise PropertyError(key, raw, "is not a location")
-    return stripped
+    return stripped or None
 
 
 def parse_parquet_codec(key: str, raw: str) -> str:
@@ -127,7 +142,7 @@ PARQUET_ROW_GROUP_SIZE = Property("write.parquet.row-group-size-bytes", 128 * Mi
 DISTRIBUTION_MODE: Property[Optional[str]] = Property("write.distribution-mode", None, parse_distribution_mode)
 """Unset: ``hash`` for a partitioned table, ``none`` otherwise (Spark's Iceberg default)."""
 
-# -- column metrics (see table.column_stats) -----------------------------------------
+# -- column metrics (see table.parquet.column_stats) -----------------------------------------
 METRICS_DEFAULT: Property[Optional[str]] = Property("write.metadata.metrics.default", None, parse_text)
 """Unset: ``truncate(16)``, for the first ``METRICS_MAX_INFERRED_COLUMNS`` columns only."""
 METRICS_COLUMN_PREFIX = "write.metadata.metrics.column."
@@ -139,7 +154,7 @@ METRICS_MAX_INFERRED_COLUMNS = Property(
 # -- metadata files --------------------------------------------------------------------
 METADATA_COMPRESSION = Property("write.metadata.compression-codec", "none", parse_lower)
 METADATA_PREVIOUS_VERSIONS_MAX = Property("write.metadata.previous-versions-max", 100, parse_int)
-METADATA_DELETE_AFTER_COMMIT = Property("write.metadata.delete-after-commit.enabled", False, parse_bool)
+METADATA_DELETE_AFTER_COMMIT = Property("write.metadata.delete-after-commit.enabled", False, parse_flag)
 SUMMARY_PARTITION_LIMIT = Property("write.summary.partition-limit", 0, parse_int)
 
 # -- commits -------------------------------------------------------------------------------

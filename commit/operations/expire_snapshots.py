@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional
 
 from commit.catalog import Catalog, LoadedTable
-from commit.errors import CommitStateUnknown, commit_property
+from commit.errors import commit_property
 from commit.identifiers import TableIdentifierLike, to_table_identifier
-from commit.metadata_committer import BeforeCommit, CommitFiles, CommittedMetadata, MetadataCommitter
+from commit.metadata_committer import BeforeCommit, CommittedMetadata, commit_metadata_change
 from table import properties
 from table.errors import TableError
 from table.io import FileIO
@@ -239,22 +239,12 @@ class ExpireSnapshots:
         self._clock_ms = clock_ms
 
     def commit(self) -> ExpireResult:
-        pointer = self.catalog.load_pointer(self.identifier)
-        files = CommitFiles(self._io or FileIO.for_location(pointer.metadata_location))
-        committer = MetadataCommitter(
-            self.catalog, self.identifier, files, before_commit=self._before_commit, sleep=self._sleep
-        )
-        try:
-            result = committer.commit(self._build, lambda _: False)
-        except CommitStateUnknown:
-            raise
-        except Exception as error:
-            files.delete_all_after(error)
-            raise
+        io = self._io or FileIO.for_location(self.catalog.load_pointer(self.identifier).metadata_location)
+        result = commit_metadata_change(self.catalog, self.identifier, self._build, lambda _: False, io=io,
+                                        before_commit=self._before_commit, sleep=self._sleep)
         if result is None:
             return ExpireResult(frozenset(), None, ExpiredFiles())
-        files.delete_except({result.location})
-        return self._clean(files.io, result)
+        return self._clean(io, result)
 
     def _build(self, loaded: LoadedTable, attempt: int) -> Optional[TableMetadata]:
         retention = Retention.for_table(loaded.metadata, self._clock_ms(), self.older_than_ms, self.retain_last)

@@ -96,6 +96,7 @@ class PartitionedWriter:
     def abort(self) -> None:
         """Stop and delete every file written, closed partitions included."""
         self._open.clear()
+        self._closed.clear()
         for writer in self._every:
             writer.abort()
 

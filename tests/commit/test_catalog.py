@@ -524,3 +524,10 @@ def test_unreachable_postgres_names_target_without_password(warehouse: Path) -> 
     message = str(caught.value)
     assert "top-secret" not in message
     assert "postgresql://floe@127.0.0.1" in message and "cannot connect" in message
+
+
+def test_the_first_metadata_file_honours_write_metadata_path(catalog: Catalog, simple_schema: Schema, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere" / "meta"
+    catalog.create_namespace("db")
+    created = catalog.create_table("db.moved", simple_schema, properties={"write.metadata.path": f"{elsewhere}/"})
+    assert created.metadata_location.startswith(f"{elsewhere}/00000-"), created.metadata_location

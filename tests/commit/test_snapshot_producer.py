@@ -333,3 +333,18 @@ def test_metadata_files_leaving_the_log_are_deleted_when_the_table_asks(sqlite_c
     else:
         assert len(on_disk) == 7, "Iceberg's default keeps every metadata file"
     assert table.ids() == list(range(6))
+
+
+def test_nothing_after_a_landed_swap_can_fail_the_commit(sqlite_catalog: Catalog) -> None:
+    """A commit that landed must never be cleaned up as a failure: its metadata file, manifest list
+    and manifests are the table now. An unusual property value read after the swap is one way there."""
+    properties = {"write.metadata.previous-versions-max": "1", "write.metadata.delete-after-commit.enabled": "yes"}
+    table = CommitTable.create(sqlite_catalog, "db.t", properties=properties)
+    for i in range(3):
+        table.append([i])
+    metadata = table.metadata()
+    on_disk = set(table.files_on_disk())
+    assert table.metadata_location() in on_disk
+    assert {s.manifest_list for s in metadata.snapshots} <= on_disk
+    assert table.ids() == [0, 1, 2]
+    assert len([p for p in on_disk if p.endswith(".metadata.json")]) == 4, "'yes' is not true, as in Java"

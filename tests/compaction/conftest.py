@@ -29,6 +29,7 @@ from table.arrow_schema import cast_to_schema
 from table.manifest import DataFile, DataFileContent
 from table.metadata import Snapshot
 from table.parquet.partitioned import write_partitioned
+from table.parquet.writer import WriterOptions
 from table.partitioning import evolve_partition_spec
 from table.scan import TableScan
 from table.tasks import FileScanTask
@@ -123,7 +124,7 @@ class CompactionTable(CommitTable):
             data_location=f"{md.location}/data",
             schema=md.schema(),
             output_spec=md.spec_by_id(plan.output_spec_id),
-            target_file_size_bytes=options.write_max_file_size,
+            writer=WriterOptions(target_file_size_bytes=options.write_max_file_size),
             position_map_path=f"{md.location}/metadata/compaction-{run}-{group_id:05d}.positions.parquet",
             operation_id=run,
             batch_size=batch_size,

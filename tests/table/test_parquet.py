@@ -338,3 +338,17 @@ def test_write_partitioned_cleans_up_on_failure(tmp_path):
     with pytest.raises(SchemaError):
         write_partitioned(io, str(tmp_path / "tbl"), SCHEMA, spec_of((9, "identity", "city")), batches())
     assert [n for _, _, names in os.walk(tmp_path) for n in names] == []
+
+
+def test_an_aborted_fan_out_deletes_closed_partitions_too_and_reports_no_file(tmp_path):
+    from table.parquet.partitioned import PartitionedWriter
+
+    io = FileIO.for_location(str(tmp_path))
+    spec = spec_of((9, "identity", "city"))
+    writer = PartitionedWriter(SCHEMA, spec, lambda p: DataFileWriter(io, str(tmp_path / "data"), SCHEMA, spec, p))
+    touched = writer.write(make_batch(0, 50))
+    writer.close_except(set(list(touched)[1:]))  # one partition finished, the others still open
+    assert [n for _, _, names in os.walk(tmp_path) for n in names], "a closed partition wrote its file"
+    writer.abort()
+    assert [n for _, _, names in os.walk(tmp_path) for n in names] == []
+    assert writer.close() == []
