@@ -42,8 +42,8 @@ log = logging.getLogger("floe.ingest")
 
 BATCH_RESULTS = ("committed", "skipped", "empty", "failed")
 FILE_CONTENTS = ("data", "position_deletes", "equality_deletes")
-BAD_RECORD_REASONS = ("DecodeError", "FieldError", "ChangeError")
-"""The record error classes of :mod:`ingest.record_errors`: the ``reason`` label's values."""
+BAD_RECORD_REASONS = ("DecodeError", "FieldError", "ChangeError", "UnknownSchemaError")
+"""The record error classes (:class:`ingest.record_errors.RecordError` and its subclasses): the ``reason`` label's values."""
 BATCH_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
 COMMIT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -191,9 +191,11 @@ class LagProbe:
     def refresh(self) -> None:
         table = self._job.table.identifier
         metadata = self._catalog.load_table(table).metadata
+        from confluent_kafka import KafkaException
+
         try:
             marks = self.watermarks()
-        except Exception as error:
+        except KafkaException as error:  # anything else is not about reaching Kafka
             raise KafkaUnreachable(self._job.source.bootstrap_servers, error) from error
         self._metrics.set_kafka_up(table, True)
         lag = consumer_lag(marks, committed_offsets(metadata))

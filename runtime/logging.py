@@ -37,10 +37,16 @@ MASK = "***"
 _SECRET_KEY = re.compile(
     r"(password|passwd|passphrase|secret|token|credential|jaas|api_?key|private_?key|keystore_key|authorization)"
 )
+# The words that make a key in free text secret, as regular expressions without
+# backslashes (Spark's log4j2 configuration, a .properties file, uses them too).
+SECRET_WORDS = (
+    "password", "passwd", "passphrase", "secret", "token", "credential", "jaas[.]config",
+    "api[_.-]?key", "private[_.-]?key",
+)
 # key=value pairs, and key: "value" pairs (JSON, Python reprs), in free text
 # whose key is secret. An unquoted value after ":" is left alone, so that
 # messages like "catalog.password: expected a string" stay readable.
-_SECRET_NAME = r"""["']?[\w.\-]*(?:password|passwd|passphrase|secret|token|credential|api[_\-.]?key|private[_\-.]?key)[\w.\-]*["']?"""
+_SECRET_NAME = rf"""["']?[\w.\-]*(?:{'|'.join(SECRET_WORDS)})[\w.\-]*["']?"""
 _SECRET_PAIR = re.compile(
     rf"""(?P<key>{_SECRET_NAME})"""
     r"""(?:(?P<sep>\s*=\s*)(?P<value>"[^"]*"|'[^']*'|[^\s,;&}\]]+)"""
@@ -252,6 +258,21 @@ def _timestamp(created: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+class LogSettingError(ValueError):
+    """A log level or format Floe does not know; ``setting`` says which, for the caller to name its source."""
+
+    def __init__(self, setting: str, value: object, allowed: tuple[str, ...]) -> None:
+        self.setting, self.value, self.allowed = setting, value, allowed
+        super().__init__(f"{setting}: expected one of {', '.join(allowed)}, got {value!r}")
+
+    def reason(self) -> str:
+        """The message without the setting's name: ``expected one of ..., got 'LOUD'``."""
+        return f"expected one of {', '.join(self.allowed)}, got {self.value!r}"
+
+
 def configure_logging(
     level: Union[str, int] = "INFO", stream: Optional[TextIO] = None, log_format: LogFormat = "auto"
 ) -> logging.Handler:
@@ -264,7 +285,7 @@ def configure_logging(
     capture) stay. Returns the handler.
     """
     if log_format not in LOG_FORMATS:
-        raise ValueError(f"log format: expected one of {', '.join(LOG_FORMATS)}, got {log_format!r}")
+        raise LogSettingError("log format", log_format, LOG_FORMATS)
     root = logging.getLogger()
     for old in list(root.handlers):
         if getattr(old, _HANDLER_MARK, False) or type(old) is logging.StreamHandler:
@@ -301,5 +322,5 @@ def _level(level: Union[str, int]) -> int:
         return level
     value = logging.getLevelName(level.upper())
     if not isinstance(value, int):
-        raise ValueError(f"log level: expected one of DEBUG, INFO, WARNING, ERROR, CRITICAL, got {level!r}")
+        raise LogSettingError("log level", level, LOG_LEVELS)
     return value

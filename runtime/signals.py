@@ -14,11 +14,23 @@ import threading
 
 
 def install_stop_signals(stop: threading.Event, log: logging.Logger) -> None:
-    """SIGTERM and SIGINT set ``stop``, logged once on ``log``; the work in progress ends cleanly."""
+    """SIGTERM and SIGINT set ``stop``, logged once on ``log``; the work in progress ends cleanly.
+
+    The handler itself only records the signal and sets the event: it runs
+    between two bytecodes of the main thread, which may be in the middle of
+    writing a log line to the same stream. A daemon thread says it instead.
+    """
+    received: list[str] = []
 
     def request_stop(signum: int, _frame: object) -> None:
-        log.info("stop requested", extra={"signal": signal.Signals(signum).name})
+        received.append(signal.Signals(signum).name)
         stop.set()
 
+    def announce() -> None:
+        stop.wait()
+        if received:
+            log.info("stop requested", extra={"signal": received[0]})
+
+    threading.Thread(target=announce, name="floe-stop-announcer", daemon=True).start()
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)

@@ -15,15 +15,16 @@ and the warnings every local run prints and nobody can act on silenced.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
 from typing import Mapping, Optional
 
 from runtime.jars import jar_paths
+from runtime.logging import MASK, SECRET_WORDS
 
 QUIET_LOGGERS = {
     # startup notes of every local run
@@ -44,8 +45,8 @@ QUIET_LOGGERS = {
 # exception's message) may carry a whole Python traceback, as a failed task's does.
 # The .properties file turns the two escapes into the line-break characters themselves.
 _FIRST_LINE = "(?s)(?:(?:: )?Traceback [(]most recent call last[)]:|[\\r\\n]).*"
-# No backslash: a .properties file would eat it.
-_REDACT = "(?i)((?:password|passwd|secret|token|credential|jaas[.]config|api.?key)[A-Za-z0-9_.-]*[ ]*[=:][ ]*)[^ ,;]+"
+# A secret word's key and separator, then its value. No backslash: a .properties file would eat it.
+_REDACT = f"(?i)((?:{'|'.join(SECRET_WORDS)})[A-Za-z0-9_.-]*[ ]*[=:][ ]*)[^ ,;]+"
 
 
 def local_spark_conf(cores: int = 2, shuffle_partitions: int = 4) -> dict[str, str]:
@@ -80,37 +81,62 @@ def spark_log_config(debug: bool, json_lines: bool) -> str:
 
 
 def _layout(debug: bool, json_lines: bool) -> list[str]:
-    message = f"%replace{{%replace{{%m}}{{{_REDACT}}}{{$1***}}}}{{{_FIRST_LINE}}}{{}}"
+    """A PatternLayout for both forms: JSON lines are written by pattern so that ``error``
+    appears only with an exception, as in Floe's own lines, and is redacted like ``message``."""
+    timestamp = "%d{yyyy-MM-dd'T'HH:mm:ss.SSS'Z'}{UTC}"
+    message = _redacted(_first_line("%m"))
+    error = _redacted(_first_line("%ex{short.message}"))
+    trace = _redacted("%ex")
     if json_lines:
-        template = {
-            "ts": {"$resolver": "timestamp", "pattern": {"format": "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'", "timeZone": "UTC"}},
-            "level": {"$resolver": "level", "field": "name"},
-            "logger": {"$resolver": "pattern", "pattern": "spark.%c{1}"},
-            "message": {"$resolver": "pattern", "pattern": message},
-            "error": {"$resolver": "exception", "field": "message"},
-        }
+        fields = f'"ts": "{timestamp}", "level": "%p", "logger": "spark.%c{{1}}", "message": "%enc{{{message}}}{{JSON}}"'
+        optional = f'%notEmpty{{, "error": "%enc{{{error}}}{{JSON}}"}}'
         if debug:
-            template["exception"] = {"$resolver": "exception", "field": "stackTrace", "stackTrace": {"stringified": True}}
-        return ["appender.stderr.layout.type = JsonTemplateLayout",
-                f"appender.stderr.layout.eventTemplate = {json.dumps(template)}"]
-    error = f"%notEmpty{{  error: %replace{{%ex{{short.message}}}}{{{_FIRST_LINE}}}{{}}}}"
-    tail = "%n%ex" if debug else "%n"
-    pattern = f"%d{{yyyy-MM-dd'T'HH:mm:ss.SSS'Z'}}{{UTC}} %-7p spark.%c{{1}}: %enc{{{message}}}{{CRLF}}{error}{tail}"
+            optional += f'%notEmpty{{, "exception": "%enc{{{trace}}}{{JSON}}"}}'
+        pattern = f"{{{fields}{optional}}}%n"
+    else:
+        tail = f"%n{trace}" if debug else "%n"
+        pattern = f"{timestamp} %-7p spark.%c{{1}}: %enc{{{message}}}{{CRLF}}%notEmpty{{  error: {error}}}{tail}"
     return ["appender.stderr.layout.type = PatternLayout",
             f"appender.stderr.layout.pattern = {pattern}",
             "appender.stderr.layout.alwaysWriteExceptions = false"]
 
 
+def _redacted(pattern: str) -> str:
+    return f"%replace{{{pattern}}}{{{_REDACT}}}{{$1{MASK}}}"
+
+
+def _first_line(pattern: str) -> str:
+    return f"%replace{{{pattern}}}{{{_FIRST_LINE}}}{{}}"
+
+
 def _log_config_file(debug: bool, json_lines: bool) -> Path:
-    """The configuration, written once per content to the temp directory."""
+    """The configuration, written once per content into this user's own directory.
+
+    A shared, predictable name in the temp directory would let another user
+    place a configuration of their own there first; the directory is this
+    user's, mode 0700, and checked to be so.
+    """
     text = spark_log_config(debug, json_lines)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    path = Path(tempfile.gettempdir()) / f"floe-spark-log4j2-{digest}.properties"
+    path = _private_temp_dir() / f"spark-log4j2-{digest}.properties"
     if not path.exists():
         partial = path.with_suffix(f".{os.getpid()}.tmp")
         partial.write_text(text, encoding="utf-8")
         partial.replace(path)
     return path
+
+
+def _private_temp_dir() -> Path:
+    """``<temp>/floe-<uid>``: created 0700 by this user, or refused if someone else owns it."""
+    directory = Path(tempfile.gettempdir()) / f"floe-{os.getuid()}"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    status = directory.lstat()
+    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid() or status.st_mode & 0o077:
+        raise PermissionError(
+            f"{directory}: Floe keeps Spark's log configuration here, but it is not a directory "
+            "that only this user can write; remove it, or point TMPDIR elsewhere"
+        )
+    return directory
 
 
 def _floe_log_style() -> tuple[bool, bool]:

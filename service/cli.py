@@ -235,9 +235,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    from runtime.logging import LogSettingError
     from service.config import ConfigError
 
-    _configure_logging()
+    try:
+        _configure_logging()
+    except LogSettingError as exc:  # a bad FLOE_LOG_LEVEL or FLOE_LOG_FORMAT
+        variable = LOG_LEVEL_ENV if exc.setting == "log level" else LOG_FORMAT_ENV
+        print(f"floe: {variable}: {exc.reason()}", file=sys.stderr)
+        return EXIT_CONFIG
     args = build_parser().parse_args(argv)
     if args.command in ("table", "check"):
         _end_quietly_on_a_closed_pipe()
@@ -258,10 +264,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _fail(args: argparse.Namespace, error: Exception) -> int:
+    from runtime.logging import redact_text
     from service.failures import explain
 
     if logging.getLogger().isEnabledFor(logging.DEBUG):
-        traceback.print_exception(error, file=sys.stderr)
+        print(redact_text("".join(traceback.format_exception(error))), end="", file=sys.stderr)
     print(f"floe {_command(args)}: {explain(error)}", file=sys.stderr)
     return EXIT_FAILED
 

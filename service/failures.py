@@ -16,10 +16,8 @@ from typing import Optional
 
 from commit.errors import CatalogError, NoSuchCatalog, NoSuchTable
 from ingest.table_setup import TableMismatchError
-from runtime.jars import JarsMissingError
 from runtime.logging import redact_text, summarize_error
 from service.http import PortInUse
-from table.errors import TableError
 
 
 class CommandError(Exception):
@@ -39,7 +37,7 @@ def explain(error: BaseException) -> str:
     text = str(error)
     bad = _BAD_RECORD.search(text)
     if bad:
-        return f"{bad['text']}; {BAD_RECORD_HINT}"
+        return redact_text(f"{bad['text']}; {BAD_RECORD_HINT}")
     hint = _hint(error)
     summary = str(error) if isinstance(error, (CommandError, CatalogError, TableMismatchError, PortInUse)) else None
     line = summary.splitlines()[0] if summary else summarize_error(error)
@@ -53,10 +51,6 @@ def _hint(error: BaseException) -> Optional[str]:
         return "check the catalog URI (inspection never creates a catalog)"
     if isinstance(error, TableMismatchError):
         return "'floe check' lists the differences; change the configuration back, or evolve the table"
-    if isinstance(error, JarsMissingError):
-        return None  # the message already says how to fetch them
-    if isinstance(error, TableError):
-        return None
     return None
 
 

@@ -53,8 +53,8 @@ class IngestReadiness:
     ``max_commit_age_s`` *and* records are waiting (consumer lag > 0). An idle
     topic is old but not late, so a caught-up pipeline stays ready.
 
-    Read from the exported gauges (:data:`READINESS_METRICS`); before a
-    query's first commit, its start time stands in for the last commit.
+    Read from the exported gauges (:data:`READINESS_METRICS`); the start of
+    the queries counts as a commit, so a restart begins with a full grace period.
     """
 
     def __init__(self, registry: CollectorRegistry, tables: Sequence[str], max_commit_age_s: float,
@@ -82,15 +82,17 @@ class IngestReadiness:
             return f"{table}: query not active"
         if self._registry.get_sample_value(KAFKA_UP_METRIC, labels) == 0:
             return f"{table}: kafka unreachable"
-        last = self._registry.get_sample_value(LAST_COMMIT_METRIC, labels) or self._started
-        age = self._clock() - float(last or 0)
+        # The gauge is seeded from the table's last snapshot, which may predate this
+        # process by hours: a restarted query gets max_commit_age_s to catch up.
+        last = max(self._registry.get_sample_value(LAST_COMMIT_METRIC, labels) or 0.0, self._started or 0.0)
+        age = self._clock() - last
         if age <= self._max_age:
             return None
         waiting = self._lag(table)
         if waiting == 0:
             return None  # idle: nothing to commit
         shown = "unknown" if waiting is None else f"{waiting:.0f}"
-        return f"{table}: last commit {age:.0f}s ago (max {self._max_age:.0f}s) with {shown} records waiting"
+        return f"{table}: no commit for {age:.0f}s (max {self._max_age:.0f}s) with {shown} records waiting"
 
     def _lag(self, table: str) -> Optional[float]:
         """The table's consumer lag over all partitions; None before the first probe."""

@@ -104,3 +104,23 @@ def warehouse(tmp_path: Path) -> Path:
     path = tmp_path / "warehouse"
     path.mkdir()
     return path
+
+
+@pytest.fixture(autouse=True)
+def root_logger() -> Iterator[logging.Logger]:
+    """The root logger, its handlers and level restored after each test.
+
+    ``floe`` commands run in-process configure logging onto the stream of the
+    moment (a test's captured stderr); a handler left behind would write to
+    that closed stream in later tests.
+    """
+    root = logging.getLogger()
+    saved_handlers, saved_level = list(root.handlers), root.level
+    yield root
+    for handler in list(root.handlers):
+        if handler not in saved_handlers:
+            root.removeHandler(handler)
+    for handler in saved_handlers:
+        if handler not in root.handlers:
+            root.addHandler(handler)
+    root.setLevel(saved_level)

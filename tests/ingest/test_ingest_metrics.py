@@ -74,35 +74,44 @@ def test_a_caught_up_partition_is_fresh_however_old_its_newest_record():
     assert registry.get_sample_value("floe_ingest_freshness_seconds", {**labels, "partition": "1"}) == 680.0
 
 
-class _FailingProbe:
-    table = "db.t"
+def test_an_unreachable_kafka_is_one_line_per_attempt_and_a_metric(tmp_path, caplog):
+    from commit.catalog import Catalog
+    from ingest.metrics import LagMonitor, LagProbe
+    from ingest.table_setup import ensure_table
+    from service.local_kafka import free_port
+    from tests.ingest.e2e_support import upsert_job
 
-    def __init__(self, metrics: IngestMetrics, error: Exception) -> None:
-        self.metrics, self.error, self.closed = metrics, error, False
-
-    def refresh(self) -> None:
-        raise self.error
-
-    def mark_unreachable(self) -> None:
-        self.metrics.set_kafka_up(self.table, False)
-
-    def close(self) -> None:
-        self.closed = True
-
-
-def test_an_unreachable_kafka_is_one_line_per_attempt_and_a_metric(caplog):
-    from ingest.metrics import KafkaUnreachable, LagMonitor
-
+    bootstrap = f"127.0.0.1:{free_port()}"  # nothing listens there
+    job = upsert_job(bootstrap, "orders", tmp_path)
+    catalog = Catalog(job.catalog.uri, job.catalog.warehouse)
+    ensure_table(catalog, job.table)
     registry = CollectorRegistry()
-    metrics = IngestMetrics(registry)
-    error = KafkaUnreachable("127.0.0.1:1", RuntimeError("KafkaError{code=_TRANSPORT,val=-195}\nmore detail"))
-    monitor = LagMonitor(_FailingProbe(metrics, error), interval_s=15)
-    with caplog.at_level("INFO", logger="floe.ingest"):
-        monitor.refresh_once()
-        monitor.refresh_once()
-    lines = [r for r in caplog.records if r.name == "floe.ingest"]
-    assert [r.getMessage() for r in lines] == [
-        "kafka 127.0.0.1:1 is unreachable: RuntimeError: KafkaError{code=_TRANSPORT,val=-195}; retrying every 15s"
-    ] * 2
-    assert all(r.exc_info is None for r in lines), "no traceback below DEBUG"
-    assert registry.get_sample_value("floe_ingest_kafka_up", {"table": "db.t"}) == 0
+    probe = LagProbe(job, catalog, IngestMetrics(registry), timeout_s=1)
+    monitor = LagMonitor(probe, interval_s=15)
+    try:
+        with caplog.at_level("INFO", logger="floe.ingest"):
+            caplog.clear()
+            monitor.refresh_once()
+            monitor.refresh_once()
+            assert registry.get_sample_value("floe_ingest_kafka_up", {"table": "db.events"}) == 0
+            catalog.drop_table("db.events")  # a failure that is not about Kafka
+            monitor.refresh_once()
+    finally:
+        probe.close()
+    lines = [r.getMessage() for r in caplog.records if r.name == "floe.ingest"]  # the monitor's, since clear()
+    unreachable = rf"kafka {bootstrap} is unreachable: KafkaException: .+; retrying every 15s"
+    assert len(lines) == 3 and all(re.fullmatch(unreachable, line) for line in lines[:2]), lines
+    assert lines[2].startswith("lag refresh failed: ") and "db.events" in lines[2], lines[2]
+    assert all(r.exc_info is None for r in caplog.records if r.name == "floe.ingest"), "no traceback below DEBUG"
+
+
+def test_every_record_error_class_is_a_seeded_reason():
+    """The ``reason`` label is the error's class name; each starts at 0 so rate() sees the first one."""
+    import ingest.decoding  # noqa: F401 - registers the decoders' record errors
+    from ingest.metrics import BAD_RECORD_REASONS
+    from ingest.record_errors import RecordError
+
+    def subclasses(cls: type) -> set[str]:
+        return {cls.__name__}.union(*(subclasses(sub) for sub in cls.__subclasses__()))
+
+    assert set(BAD_RECORD_REASONS) == subclasses(RecordError) - {"RecordError"}

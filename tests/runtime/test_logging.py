@@ -7,7 +7,6 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from hypothesis import given
@@ -28,18 +27,11 @@ SECRET = "hunter2-XYZ"
 
 
 @pytest.fixture
-def stream() -> Iterator[io.StringIO]:
-    """JSON logging into a buffer; the root logger is restored afterwards."""
-    root = logging.getLogger()
-    saved_handlers, saved_level = list(root.handlers), root.level
+def stream(root_logger: logging.Logger) -> io.StringIO:
+    """JSON logging at DEBUG into a buffer."""
     buffer = io.StringIO()
     configure_logging("DEBUG", buffer)
-    yield buffer
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in saved_handlers:
-        root.addHandler(handler)
-    root.setLevel(saved_level)
+    return buffer
 
 
 def lines(buffer: io.StringIO) -> list[dict]:
@@ -185,18 +177,11 @@ def test_any_password_in_a_uri_or_pair_is_masked(password: str) -> None:
 
 
 @pytest.fixture
-def info_stream() -> Iterator[io.StringIO]:
-    """Logging at INFO (no tracebacks) into a buffer; the root logger is restored afterwards."""
-    root = logging.getLogger()
-    saved_handlers, saved_level = list(root.handlers), root.level
+def info_stream(root_logger: logging.Logger) -> io.StringIO:
+    """Logging at INFO (no tracebacks) into a buffer."""
     buffer = io.StringIO()
     configure_logging("INFO", buffer, "json")
-    yield buffer
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in saved_handlers:
-        root.addHandler(handler)
-    root.setLevel(saved_level)
+    return buffer
 
 
 SPARK_FAILURE = """[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):
@@ -231,25 +216,16 @@ def test_summaries_name_the_cause_and_stay_short() -> None:
     assert len(summarize_error(ValueError("x" * 5000))) <= 500
 
 
-def test_text_format_is_one_readable_line_per_record() -> None:
+def test_text_format_is_one_readable_line_per_record(root_logger: logging.Logger) -> None:
     buffer = io.StringIO()
-    root = logging.getLogger()
-    saved_handlers, saved_level = list(root.handlers), root.level
+    configure_logging("INFO", buffer, "text")
+    log = logging.getLogger("floe.ingest")
+    log.info("batch 3 committed", extra={"table": "shop.orders", "files": 2, "note": "two words",
+                                         "password": SECRET})
     try:
-        configure_logging("INFO", buffer, "text")
-        log = logging.getLogger("floe.ingest")
-        log.info("batch 3 committed", extra={"table": "shop.orders", "files": 2, "note": "two words",
-                                             "password": SECRET})
-        try:
-            raise OSError("disk full")
-        except OSError:
-            log.exception("batch 4 failed")
-    finally:
-        for handler in list(root.handlers):
-            root.removeHandler(handler)
-        for handler in saved_handlers:
-            root.addHandler(handler)
-        root.setLevel(saved_level)
+        raise OSError("disk full")
+    except OSError:
+        log.exception("batch 4 failed")
     first, second = buffer.getvalue().splitlines()
     assert re.fullmatch(r"\S+Z INFO    floe\.ingest: batch 3 committed  table=shop\.orders files=2 "
                         r'note="two words" password=\*\*\*', first), first
@@ -257,26 +233,17 @@ def test_text_format_is_one_readable_line_per_record() -> None:
     assert SECRET not in buffer.getvalue()
 
 
-def test_auto_format_is_text_on_a_terminal_and_json_elsewhere() -> None:
+def test_auto_format_is_text_on_a_terminal_and_json_elsewhere(root_logger: logging.Logger) -> None:
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
             return True
 
-    root = logging.getLogger()
-    saved_handlers, saved_level = list(root.handlers), root.level
-    try:
-        tty, pipe = Terminal(), io.StringIO()
-        configure_logging("INFO", tty)
-        logging.getLogger("floe.t").info("hello")
-        configure_logging("INFO", pipe)
-        logging.getLogger("floe.t").info("hello")
-        with pytest.raises(ValueError, match="log format"):
-            configure_logging("INFO", pipe, "yaml")
-    finally:
-        for handler in list(root.handlers):
-            root.removeHandler(handler)
-        for handler in saved_handlers:
-            root.addHandler(handler)
-        root.setLevel(saved_level)
+    tty, pipe = Terminal(), io.StringIO()
+    configure_logging("INFO", tty)
+    logging.getLogger("floe.t").info("hello")
+    configure_logging("INFO", pipe)
+    logging.getLogger("floe.t").info("hello")
+    with pytest.raises(ValueError, match="log format"):
+        configure_logging("INFO", pipe, "yaml")
     assert "INFO    floe.t: hello" in tty.getvalue()
     assert json.loads(pipe.getvalue())["message"] == "hello"

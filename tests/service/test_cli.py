@@ -208,3 +208,33 @@ def test_a_reader_that_goes_away_ends_the_output_quietly(tmp_path):
                           shell=True, capture_output=True, text=True, timeout=120)
     assert done.stdout == "configuration: valid\n"
     assert "Traceback" not in (tmp_path / "err").read_text() and "BrokenPipe" not in (tmp_path / "err").read_text()
+
+
+@pytest.mark.parametrize("variable,value,allowed", [
+    ("FLOE_LOG_LEVEL", "LOUD", "DEBUG, INFO, WARNING, ERROR, CRITICAL"),
+    ("FLOE_LOG_FORMAT", "xml", "auto, text, json"),
+])
+def test_a_bad_log_variable_is_one_line_naming_it(monkeypatch, capsys, variable, value, allowed):
+    monkeypatch.setenv(variable, value)
+    assert main(["table", "list"]) == EXIT_CONFIG
+    assert capsys.readouterr().err == f"floe: {variable}: expected one of {allowed}, got '{value}'\n"
+
+
+def test_the_debug_traceback_is_redacted_too(capsys):
+    import argparse
+    import logging
+
+    from service.cli import _fail
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.DEBUG)  # what FLOE_LOG_LEVEL=DEBUG leaves behind
+    try:
+        raise RuntimeError("sasl.password=hunter2 rejected by the broker")
+    except RuntimeError as error:
+        assert _fail(argparse.Namespace(command="check"), error) == EXIT_FAILED
+    finally:
+        root.setLevel(level)
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "sasl.password=***" in err
+    assert "hunter2" not in err
