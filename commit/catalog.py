@@ -116,10 +116,14 @@ class Catalog:
         self.name = name
         self.warehouse = warehouse.rstrip("/") or "/"
         self._db = CatalogDatabase.from_uri(uri, timeout_s=timeout_s)
-        if create:
-            self._db.ensure_tables("create catalog tables", sql.SCHEMA_TABLES, sql.SCHEMA_COLUMNS)
-        else:
-            self._require_existing()
+        try:
+            if create:
+                self._db.ensure_tables("create catalog tables", sql.SCHEMA_TABLES, sql.SCHEMA_COLUMNS)
+            else:
+                self._require_existing()
+        except BaseException:
+            self._db.close()  # nobody else can: the half-made catalog is never returned
+            raise
         self._leases: Optional[LeaseTable] = None
 
     def __repr__(self) -> str:
@@ -134,8 +138,12 @@ class Catalog:
                 )
             if not os.path.isfile(target.address):
                 raise NoSuchCatalog(target.display, f"the file {target.address} does not exist")
-        if not self._db.has_tables("check the catalog tables", sql.SCHEMA_TABLES):
+        missing = self._db.missing_schema("check the catalog tables", sql.SCHEMA_TABLES, sql.SCHEMA_COLUMNS)
+        if {name for name, _ in sql.SCHEMA_TABLES} <= set(missing):
             raise NoSuchCatalog(target.display, "the database has no Iceberg catalog tables")
+        if missing:
+            raise NoSuchCatalog(target.display, f"the catalog database lacks {', '.join(missing)} (an older or "
+                                "partial catalog schema; a Floe ingest or compact run completes it)")
 
     @property
     def backend(self) -> str:

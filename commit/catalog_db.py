@@ -128,7 +128,7 @@ class CatalogDatabase:
         The common case (all present) takes no write lock, so a database user
         without DDL rights can use tables that an administrator created.
         """
-        if self._schema_complete(operation, tables, columns):
+        if not self.missing_schema(operation, tables, columns):
             return
         with self.write(operation) as session:
             session.lock("floe:catalog-schema")
@@ -153,18 +153,15 @@ class CatalogDatabase:
         except self.dialect.errors as e:
             raise self._translate(e, operation) from e
 
-    def has_tables(self, operation: str, tables: Sequence[tuple[str, str]]) -> bool:
-        """Whether every one of ``tables`` exists (nothing is created)."""
+    def missing_schema(
+        self, operation: str, tables: Sequence[tuple[str, str]], columns: Sequence[ColumnAddition] = ()
+    ) -> list[str]:
+        """The ``tables`` and ``columns`` (as ``table.column``) the database lacks; nothing is created."""
         with self.read(operation) as session:
-            return all(session.query(self.dialect.table_exists_sql(), (name,)) for name, _ in tables)
-
-    def _schema_complete(
-        self, operation: str, tables: Sequence[tuple[str, str]], columns: Sequence[ColumnAddition]
-    ) -> bool:
-        with self.read(operation) as session:
-            if not all(session.query(self.dialect.table_exists_sql(), (name,)) for name, _ in tables):
-                return False
-            return all(session.query(self.dialect.column_exists_sql(), (c.table, c.column)) for c in columns)
+            missing = [name for name, _ in tables if not session.query(self.dialect.table_exists_sql(), (name,))]
+            present = [c for c in columns if c.table not in missing]
+            return missing + [f"{c.table}.{c.column}" for c in present
+                              if not session.query(self.dialect.column_exists_sql(), (c.table, c.column))]
 
     def _connection(self, operation: str) -> Any:
         if self._pid != os.getpid():

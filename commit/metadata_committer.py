@@ -18,7 +18,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Optional
+from typing import Callable, Iterable, Optional
 
 from commit.catalog import Catalog, LoadedTable
 from commit.errors import CatalogDatabaseError, CommitConflict, CommitNotApplied, CommitStateUnknown
@@ -132,6 +132,9 @@ class MetadataCommitter:
         """Commit; None when ``build`` found nothing to change."""
         loaded = self.catalog.load_table(self.identifier)
         backoff = RetryPolicy.for_commits(loaded.metadata.properties).backoff(self._clock, self._random)
+        # Read before any swap: a bad status-check property must fail the commit
+        # while it is still certain that nothing landed, not while settling.
+        checks = RetryPolicy.for_status_checks(loaded.metadata.properties)
         attempt = 1
         while True:
             updated = build(loaded, attempt)
@@ -150,7 +153,7 @@ class MetadataCommitter:
                 log.info("commit to %s lost the race (attempt %d); retrying in %.0f ms", self.identifier, attempt, delay_ms)
                 self._sleep(delay_ms / 1000.0)
             except CommitStateUnknown as unknown:
-                return self._settle(unknown, loaded, location, metadata, attempt, landed)
+                return self._settle(unknown, checks, loaded, location, metadata, attempt, landed)
             else:
                 self._delete_dropped_metadata(loaded.metadata, metadata)
                 return CommittedMetadata(loaded.metadata_location, loaded.metadata, location, metadata, attempt)
@@ -192,16 +195,26 @@ class MetadataCommitter:
     def _settle(
         self,
         unknown: CommitStateUnknown,
+        checks: RetryPolicy,
         loaded: LoadedTable,
         location: str,
         metadata: TableMetadata,
         attempt: int,
         landed: Landed,
     ) -> CommittedMetadata:
-        """Reload until the outcome is known: landed (success) or not (:class:`CommitNotApplied`)."""
-        current = self._reload_for_check(unknown, loaded.metadata.properties)
-        logged = {e.metadata_file for e in current.metadata.metadata_log}
-        if current.metadata_location == location or location in logged or landed(current.metadata):
+        """Reload until the outcome is known: landed (success) or not (:class:`CommitNotApplied`).
+
+        Anything else that goes wrong here leaves the outcome unknown, and
+        ``unknown`` is raised: the caller must then keep every file it wrote.
+        """
+        current = self._reload_for_check(unknown, checks)
+        try:
+            logged = {e.metadata_file for e in current.metadata.metadata_log}
+            applied = current.metadata_location == location or location in logged or landed(current.metadata)
+        except Exception as e:
+            unknown.add_note(f"the outcome could not be checked: {e!r}")
+            raise unknown from e
+        if applied:
             log.warning("commit to %s had an unknown outcome; a reload shows it landed", self.identifier)
             return CommittedMetadata(loaded.metadata_location, loaded.metadata, location, metadata, attempt, True)
         raise CommitNotApplied(
@@ -210,9 +223,9 @@ class MetadataCommitter:
             f"({unknown}), and a reload shows the table at {current.metadata_location!r} without it",
         ) from unknown
 
-    def _reload_for_check(self, unknown: CommitStateUnknown, properties: Mapping[str, str]) -> LoadedTable:
+    def _reload_for_check(self, unknown: CommitStateUnknown, checks: RetryPolicy) -> LoadedTable:
         """Reload the table, retrying failures per ``commit.status-check.*``; give up with ``unknown``."""
-        backoff = RetryPolicy.for_status_checks(properties).backoff(self._clock, self._random)
+        backoff = checks.backoff(self._clock, self._random)
         while True:
             try:
                 return self.catalog.load_table(self.identifier)
@@ -233,26 +246,35 @@ def commit_metadata_change(
     build: BuildMetadata,
     landed: Landed,
     *,
+    what: str,
     io: Optional[FileIO] = None,
+    files: Optional[CommitFiles] = None,
+    keep: Optional[Callable[[CommittedMetadata], Optional[Iterable[str]]]] = None,
     before_commit: Optional[BeforeCommit] = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Optional[CommittedMetadata]:
-    """A commit that writes only a metadata file (a schema, a spec, expired snapshots);
-    None when ``build`` found nothing to change.
+    """Commit ``build`` (a schema, a spec, expired snapshots, a snapshot); None when it found nothing to change.
 
-    After success the metadata files of lost attempts are deleted; after a
-    failure everything the commit wrote; after an unknown outcome nothing
-    (any of them may be the table's now).
+    ``files`` records what the attempts write (default: a new record over
+    ``io``). After success the files ``keep`` names stay (default: the new
+    metadata file; None from ``keep``: all of them) and the rest, from lost
+    attempts, are deleted; after a failure everything is deleted; after an
+    unknown outcome nothing (any of them may be the table's now). Failures
+    carry a note: ``commit of a <what> to table <identifier>``.
     """
     ident = to_table_identifier(identifier)
-    files = CommitFiles(io or FileIO.for_location(catalog.load_pointer(ident).metadata_location))
+    if files is None:
+        files = CommitFiles(io or FileIO.for_location(catalog.load_pointer(ident).metadata_location))
     committer = MetadataCommitter(catalog, ident, files, before_commit=before_commit, sleep=sleep)
     try:
         committed = committer.commit(build, landed)
     except CommitStateUnknown:
-        raise
+        raise  # it may have landed: every file may be part of the table
     except Exception as error:
+        error.add_note(f"commit of a {what} to table {ident}")
         files.delete_all_after(error)
         raise
-    files.delete_except(() if committed is None else (committed.location,))
+    kept = () if committed is None else (keep(committed) if keep else (committed.location,))
+    if kept is not None:
+        files.delete_except(kept)
     return committed

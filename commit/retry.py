@@ -49,22 +49,27 @@ class RetryPolicy:
     @classmethod
     def for_commits(cls, properties: Mapping[str, str]) -> RetryPolicy:
         """The policy for lost compare-and-swaps, from table properties (Java's defaults)."""
-        return cls(
-            num_retries=commit_property(props.COMMIT_NUM_RETRIES, properties),
-            min_wait_ms=commit_property(props.COMMIT_MIN_RETRY_WAIT_MS, properties),
-            max_wait_ms=commit_property(props.COMMIT_MAX_RETRY_WAIT_MS, properties),
-            total_timeout_ms=commit_property(props.COMMIT_TOTAL_RETRY_TIME_MS, properties),
-        )
+        return cls._read(properties, props.COMMIT_NUM_RETRIES, props.COMMIT_MIN_RETRY_WAIT_MS,
+                         props.COMMIT_MAX_RETRY_WAIT_MS, props.COMMIT_TOTAL_RETRY_TIME_MS)
 
     @classmethod
     def for_status_checks(cls, properties: Mapping[str, str]) -> RetryPolicy:
         """The policy for reloads that settle an unknown commit outcome (Java's defaults)."""
-        return cls(
-            num_retries=commit_property(props.COMMIT_STATUS_CHECKS_NUM_RETRIES, properties),
-            min_wait_ms=commit_property(props.COMMIT_STATUS_CHECKS_MIN_WAIT_MS, properties),
-            max_wait_ms=commit_property(props.COMMIT_STATUS_CHECKS_MAX_WAIT_MS, properties),
-            total_timeout_ms=commit_property(props.COMMIT_STATUS_CHECKS_TOTAL_WAIT_MS, properties),
-        )
+        return cls._read(properties, props.COMMIT_STATUS_CHECKS_NUM_RETRIES, props.COMMIT_STATUS_CHECKS_MIN_WAIT_MS,
+                         props.COMMIT_STATUS_CHECKS_MAX_WAIT_MS, props.COMMIT_STATUS_CHECKS_TOTAL_WAIT_MS)
+
+    @classmethod
+    def _read(cls, properties: Mapping[str, str], *keys: props.Property[int]) -> RetryPolicy:
+        """The four settings; a bad one is an :class:`InvalidArgument` naming its table property."""
+        values = [commit_property(key, properties) for key in keys]
+        for key, value in zip(keys, values):
+            if value < 0:
+                raise InvalidArgument(f"table property {key.key}={value}: must not be negative")
+        (_, min_key, max_key, _), (_, min_wait, max_wait, _) = keys, values
+        if max_wait < min_wait:
+            raise InvalidArgument(f"table property {max_key.key}={max_wait}: below {min_key.key}={min_wait}; "
+                                  "the longest pause cannot be shorter than the shortest")
+        return cls(*values)
 
     @property
     def max_attempts(self) -> int:

@@ -38,14 +38,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Optional
 
 from commit.catalog import Catalog, LoadedTable
-from commit.errors import CommitFailed, CommitStateUnknown
+from commit.errors import CommitFailed
 from commit.identifiers import TableIdentifierLike, to_table_identifier
-from commit.metadata_committer import (
-    BeforeCommit,
-    CommitFiles,
-    CommittedMetadata,
-    MetadataCommitter,
-)
+from commit.metadata_committer import BeforeCommit, CommitFiles, CommittedMetadata, commit_metadata_change
 from commit.summary import OPERATION, with_totals
 from table.io import FileIO
 from table.locations import metadata_location
@@ -188,34 +183,28 @@ class SnapshotProducer:
         self._files: Optional[CommitFiles] = None
         self._output: Optional[ManifestOutput] = None
         self._lists: dict[str, list[ManifestFile]] = {}  # manifest list -> its manifests
-        self._committed = False
 
     def written_files(self) -> list[str]:
         """Files this producer wrote and has not deleted: after a crash, the orphans."""
         return [] if self._files is None else self._files.paths()
 
     def commit(self) -> Snapshot:
-        """Commit, retrying lost races; the committed snapshot."""
-        if self._committed:
-            raise CommitFailed(str(self.identifier), f"snapshot {self.snapshot_id} was already committed")
+        """Commit, retrying lost races; the committed snapshot.
+
+        A producer commits once, successful or not: a failed commit has deleted
+        what it wrote, so a retry needs a new operation and a new producer.
+        """
+        if self._files is not None:
+            raise CommitFailed(str(self.identifier), f"snapshot {self.snapshot_id} was already committed, or tried: "
+                               "a producer commits once; retry with a new operation and producer")
         pointer = self.catalog.load_pointer(self.identifier)
         files = self._files = CommitFiles(self._io or FileIO.for_location(pointer.metadata_location))
-        committer = MetadataCommitter(
-            self.catalog, self.identifier, files, before_commit=self._before_commit, sleep=self._sleep
+        result = commit_metadata_change(
+            self.catalog, self.identifier, self._build, self._landed, what=f"{self.operation.operation} snapshot",
+            files=files, keep=self._committed_files, before_commit=self._before_commit, sleep=self._sleep,
         )
-        try:
-            result = committer.commit(self._build, self._landed)
-            assert result is not None, "a snapshot is always a change"
-        except CommitStateUnknown:
-            raise  # it may have landed: every file may be part of the table
-        except Exception as error:
-            error.add_note(f"commit of a {self.operation.operation} snapshot to table {self.identifier}")
-            files.delete_all_after(error)
-            raise
-        self._committed = True
-        snapshot = result.metadata.snapshot_by_id(self.snapshot_id)
-        self._clean_uncommitted(result, snapshot)
-        return snapshot
+        assert result is not None, "a snapshot is always a change"
+        return result.metadata.snapshot_by_id(self.snapshot_id)
 
     def _build(self, loaded: LoadedTable, number: int) -> TableMetadata:
         """One attempt: validate, produce, write the manifest list; the new metadata."""
@@ -268,12 +257,11 @@ class SnapshotProducer:
             return False
         return any(s.snapshot_id == self.snapshot_id for s in current.ancestors_of(head.snapshot_id))
 
-    def _clean_uncommitted(self, result: CommittedMetadata, snapshot: Snapshot) -> None:
-        """Delete what failed attempts wrote: their lists, metadata and unused manifests."""
-        assert self._files is not None
+    def _committed_files(self, result: CommittedMetadata) -> Optional[set[str]]:
+        """What the table now uses of the files written: the rest, from lost attempts, is deleted."""
+        snapshot = result.metadata.snapshot_by_id(self.snapshot_id)
         committed = self._lists.get(snapshot.manifest_list)
         if committed is None:  # cannot tell which manifests are in use: keep them all
             log.warning("committed manifest list %s is not one this commit wrote", snapshot.manifest_list)
-            return
-        keep = {result.location, snapshot.manifest_list, *(m.manifest_path for m in committed)}
-        self._files.delete_except(keep)
+            return None
+        return {result.location, snapshot.manifest_list, *(m.manifest_path for m in committed)}

@@ -53,7 +53,7 @@ from table.io import FileIO
 from table.manifest import DataFile, DataFileContent, ManifestEntry, ManifestEntryStatus
 from table.metadata import Snapshot
 from table.parquet.partitioned import PartitionedWriter
-from table.parquet.writer import FileNameFactory, WriterOptions
+from table.parquet.writer import FileNameFactory, WriterOptions, abort_after
 from table.partitioning import PartitionSpec
 from table.schema import Schema
 
@@ -146,11 +146,11 @@ class CommitContext:
     output_spec: PartitionSpec
     data_location: str
     run_id: str
+    writer: WriterOptions
+    """The table's file writing options: carried-over deletes are written with them."""
     use_starting_sequence_number: bool = True
     max_carry_rounds: int = MAX_CARRY_ROUNDS_DEFAULT
     before_commit: Optional[BeforeCommit] = None
-    writer: WriterOptions = WriterOptions()
-    """The table's file writing options: carried-over deletes are written with them."""
 
 
 class RewriteCommitter:
@@ -436,8 +436,8 @@ class _BatchCommit:
             for path in sorted(translated):
                 writer.write_partition(partitions[path], _position_rows([path], translated))
             return writer.close()
-        except BaseException:
-            writer.abort()
+        except BaseException as error:
+            abort_after(error, writer)
             raise
 
 

@@ -226,7 +226,7 @@ def _default_target(table_properties: Mapping[str, str]) -> int:
     try:
         return properties.TARGET_FILE_SIZE.read(table_properties)
     except properties.PropertyError as error:
-        raise InvalidRewriteOption(error.key, error.value, "an integer > 0") from None
+        raise InvalidRewriteOption(error.key, error.value, "an integer > 0, at most 2^63-1") from None
 
 
 _FIELDS: dict[str, tuple[str, Callable[[str, str], Any]]] = {

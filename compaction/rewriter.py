@@ -35,7 +35,7 @@ from table.io import FileIO
 from table.manifest import DataFile
 from table.parquet.partitioned import PartitionedWriter
 from table.parquet.projection import DEFAULT_BATCH_SIZE
-from table.parquet.writer import DataFileWriter, FileNameFactory, WriterOptions
+from table.parquet.writer import DataFileWriter, FileNameFactory, WriterOptions, abort_after
 from table.partitioning import PartitionSpec, partition_key, split_by_partition
 from table.reader import DEFAULT_MAX_EQUALITY_KEYS, positioned_schema, read_tasks
 from table.schema import ROW_POSITION, Schema
@@ -102,7 +102,7 @@ class GroupRewriteTask:
     output_spec: PartitionSpec
     position_map_path: str
     operation_id: str
-    writer: WriterOptions = WriterOptions()
+    writer: WriterOptions
     """The table's writer options, with the target size the rewrite aims at."""
     batch_size: int = DEFAULT_BATCH_SIZE
     max_equality_keys: int = DEFAULT_MAX_EQUALITY_KEYS
@@ -233,11 +233,11 @@ def _copy_rows(
 
 def _discard(io: FileIO, outputs: PartitionedWriter, map_path: str, error: BaseException) -> None:
     """Delete what a failed or stopped rewrite wrote; note on ``error`` what could not go."""
+    abort_after(error, outputs)
     try:
-        outputs.abort()
         io.delete(map_path)
     except Exception as cleanup:  # the original error matters more; keep both
-        error.add_note(f"cleanup after the failed rewrite also failed (orphans left): {cleanup!r}")
+        error.add_note(f"deleting the position map after the failed rewrite failed too (an orphan): {cleanup!r}")
 
 
 def run_rewrite_task(task: GroupRewriteTask, stop: Optional[StopCheck] = None) -> GroupRewrite:

@@ -53,7 +53,7 @@ from compaction.rewriter import (
 from table.errors import TableError
 from table.io import FileIO
 from table.locations import data_location, metadata_location
-from table.metadata import Snapshot, TableMetadata
+from table.metadata import Snapshot, TableMetadata, now_ms
 from table.parquet.projection import DEFAULT_BATCH_SIZE
 from table.parquet.writer import WriterOptions
 from table.scan import TableScan
@@ -184,7 +184,7 @@ class CompactionRunner:
         stop: Optional[threading.Event] = None,
         holder: Optional[str] = None,
         before_commit: Optional[BeforeCommit] = None,
-        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        clock_ms: Callable[[], int] = now_ms,
     ) -> None:
         self.catalog = catalog
         self.identifier = to_table_identifier(identifier)

@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from runtime.logging import configure_logging
+from runtime.logging import LOG_LEVELS, configure_logging
 from runtime.signals import install_stop_signals
 
 
@@ -27,7 +27,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ingest", description=__doc__.splitlines()[0])
     parser.add_argument("--job", required=True, type=Path, help="job spec JSON file")
     parser.add_argument("--metrics-port", type=int, default=None, help="serve /metrics on this port")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-level", default="INFO", type=_log_level, metavar="LEVEL",
+                        help=f"one of {', '.join(LOG_LEVELS)}, in any case (default INFO)")
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
 
@@ -39,6 +40,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         logging.getLogger("floe.ingest").error("bad job file %s: %s", args.job, exc)
         return 2
     return run(job, args.metrics_port)
+
+
+def _log_level(text: str) -> str:
+    """``--log-level``, checked here so that a bad one is a usage error (exit 2), not a traceback.
+
+    Any case is accepted, as :func:`runtime.logging.configure_logging` accepts it.
+    """
+    if text.upper() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(LOG_LEVELS)}, got {text!r}")
+    return text.upper()
 
 
 def run(job: Any, metrics_port: Optional[int]) -> int:

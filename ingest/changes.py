@@ -187,14 +187,24 @@ def key_row(key: bytes, spec: ChangeSpec) -> dict[str, Any]:
         except UnicodeDecodeError:
             raise ChangeError("the Kafka key is not UTF-8 text") from None
     try:
-        parsed = json.loads(key, parse_float=Decimal)
+        parsed = parse_json_key(key)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
         raise ChangeError(f"the Kafka key is not JSON: {exc}") from None
     if isinstance(parsed, dict):
-        return _nest(_key_fields_of(_unwrap_connect(parsed), spec.key_fields))
+        return _nest(_key_fields_of(parsed, spec.key_fields))
     if len(spec.key_fields) != 1 or isinstance(parsed, list) or parsed is None:
         raise ChangeError(f"the Kafka key is {describe(parsed)}, not an object with the key fields")
     return _nest({spec.key_fields[0]: parsed})
+
+
+def parse_json_key(key: bytes) -> Any:
+    """A Kafka key read as JSON, the one reading for key columns and deletes alike.
+
+    Decimals stay exact (a key field may be a decimal key column), and Kafka
+    Connect's ``{"schema": ..., "payload": {...}}`` wrapper is removed. Raises
+    ValueError for invalid JSON or UTF-8.
+    """
+    return _unwrap_connect(json.loads(key, parse_float=Decimal))
 
 
 def _unwrap_connect(obj: Any) -> Any:

@@ -15,7 +15,7 @@ once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
 import pyarrow as pa
@@ -28,10 +28,14 @@ SENT_DDL = "sent long"
 
 @dataclass(frozen=True)
 class DeadLetterTarget:
-    """The dead-letter topic and librdkafka producer settings (may hold secrets)."""
+    """The dead-letter topic and librdkafka producer settings.
+
+    The settings may hold secrets (``sasl.password``), so the repr leaves them
+    out: a target shows up in tracebacks and debug logs.
+    """
 
     topic: str
-    producer_config: tuple[tuple[str, str], ...]
+    producer_config: tuple[tuple[str, str], ...] = field(repr=False)
 
 
 def decode_and_send(batches: Iterator[pa.RecordBatch], decode: DecodeSpec,

@@ -22,6 +22,7 @@ import pyarrow as pa
 from ingest.decode_batch import DecodeSpec
 from ingest.frame import TaskStats, decoded_batches
 from ingest.writer import WriteTask, stats_batch, task_writer, written_batch
+from table.parquet.writer import abort_after
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,8 @@ def decode_and_write(batches: Iterator[pa.RecordBatch], task: DirectTask) -> Ite
             if rows.num_rows:
                 writer.write_table_rows(rows.select(names))
         data, _ = writer.finish()
-    except BaseException:
-        writer.abort()
+    except BaseException as error:
+        abort_after(error, writer)
         raise
     yield written_batch(data, [], 0)
     yield stats_batch([stats.payload()])

@@ -18,7 +18,8 @@ from typing import Any, Optional
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.mapping import ColumnValues, lookup
+from ingest.changes import parse_json_key
+from ingest.mapping import ColumnValues, describe, lookup
 from ingest.record_errors import FieldError
 from table.schema import Schema
 from table.types import (
@@ -47,6 +48,38 @@ _TYPED_SOURCES: dict[str, tuple[type, ...]] = {
 _JSON_SCALARS = (BooleanType, IntegerType, LongType, FloatType, DoubleType)
 
 
+KAFKA_SOURCES = "key, key.<path>, headers.<name>, topic, partition, offset or timestamp"
+"""The sources a column may name, as messages list them."""
+
+
+def is_kafka_source(source: str) -> bool:
+    """Whether ``source`` names Kafka metadata; needs no schema, so a configuration checks it early."""
+    named = any(source.startswith(p) and len(source) > len(p) for p in (KEY_FIELD_PREFIX, HEADER_PREFIX))
+    return named or source == KEY or source in _TYPED_SOURCES
+
+
+def kafka_source_problem(source: str, column: str, schema: Schema) -> Optional[str]:
+    """Why Kafka metadata ``source`` cannot fill top-level ``column``, or None when it can.
+
+    The one statement of the rules: the job check (:func:`check_kafka_source`)
+    and the service's configuration validation both use it, so a configuration
+    that passes ``floe check`` does not fail at start-up.
+    """
+    if not is_kafka_source(source):
+        return f"unknown Kafka metadata source {source!r} for column {column!r}; expected {KAFKA_SOURCES}"
+    field = next((f for f in schema.fields if f.name == column), None)
+    if field is None:
+        return f"Kafka metadata column {column!r} is not a top-level column of the table"
+    if source in _TYPED_SOURCES:
+        allowed = _TYPED_SOURCES[source]
+        if not isinstance(field.field_type, allowed):
+            names = " or ".join(str(a()) for a in allowed)
+            return f"column {column!r} is {field.field_type}; Kafka {source} needs {names}"
+    elif not source.startswith(KEY_FIELD_PREFIX) and field.field_type.is_nested:  # a key field: any type
+        return f"column {column!r} is {field.field_type}; {source} fills primitive columns only"
+    return None
+
+
 def check_kafka_source(source: str, column: str, schema: Schema) -> None:
     """Raise ValueError unless Kafka metadata ``source`` can fill top-level ``column``.
 
@@ -54,21 +87,9 @@ def check_kafka_source(source: str, column: str, schema: Schema) -> None:
     as a JSON object), ``headers.<name>`` (the last header of that name),
     ``topic``, ``partition``, ``offset``, ``timestamp``.
     """
-    field = next((f for f in schema.fields if f.name == column), None)
-    if field is None:
-        raise ValueError(f"Kafka metadata column {column!r} is not a top-level column of the table")
-    if source in _TYPED_SOURCES:
-        allowed = _TYPED_SOURCES[source]
-        if not isinstance(field.field_type, allowed):
-            names = " or ".join(str(a()) for a in allowed)
-            raise ValueError(f"column {column!r} is {field.field_type}; Kafka {source} needs {names}")
-    elif source.startswith(KEY_FIELD_PREFIX) and len(source) > len(KEY_FIELD_PREFIX):
-        return  # any type: the key is a JSON object
-    elif source == KEY or (source.startswith(HEADER_PREFIX) and len(source) > len(HEADER_PREFIX)):
-        if field.field_type.is_nested:
-            raise ValueError(f"column {column!r} is {field.field_type}; {source} fills primitive columns only")
-    else:
-        raise ValueError(f"unknown Kafka metadata source {source!r} for column {column!r}")
+    problem = kafka_source_problem(source, column, schema)
+    if problem is not None:
+        raise ValueError(problem)
 
 
 def kafka_column(
@@ -124,18 +145,19 @@ def _interpret_bytes(
         except UnicodeDecodeError:
             errors[i] = FieldError(f"{what} is not valid UTF-8", field.name)
         except ValueError as exc:  # json.JSONDecodeError
-            errors[i] = FieldError(f"{what} is not a JSON {field.field_type}: {exc}", field.name)
+            errors[i] = FieldError(f"{what} is {describe(text)}, not a JSON {field.field_type}: {exc}", field.name)
     return values, errors
 
 
 def _key_field(keys: list[Optional[bytes]], path: str, column: str) -> tuple[list[Any], dict[int, FieldError]]:
+    """Field ``path`` of each key, read as deletes read keys (:func:`~ingest.changes.parse_json_key`)."""
     errors: dict[int, FieldError] = {}
     values: list[Any] = [None] * len(keys)
     for i, data in enumerate(keys):
         if data is None:
             continue
         try:
-            obj = json.loads(data)
+            obj = parse_json_key(data)
         except ValueError as exc:  # also covers invalid UTF-8
             errors[i] = FieldError(f"Kafka key is not JSON: {exc}", column)
             continue

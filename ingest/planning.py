@@ -17,6 +17,7 @@ the freshness gauge is derived.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional
 
@@ -26,6 +27,8 @@ from table.metadata import MAIN_BRANCH, TableMetadata
 MAX_TIMESTAMPS = "floe.kafka.max-timestamps"
 STATS_COLUMNS = ("topic", "partition", "error_class", "first_offset", "last_offset", "records", "max_ts")
 """The per-batch aggregate: one row per (topic, partition, error class or None)."""
+
+log = logging.getLogger("floe.ingest")
 
 Offsets = dict[str, dict[int, OffsetRange]]
 PerPartition = dict[str, dict[int, int]]
@@ -137,7 +140,10 @@ def consumer_lag(
 
 
 def starting_offsets(
-    configured: str, committed: Mapping[str, Mapping[int, int]], partitions: Mapping[str, Iterable[int]]
+    configured: str,
+    committed: Mapping[str, Mapping[int, int]],
+    partitions: Mapping[str, Iterable[int]],
+    table: Optional[str] = None,
 ) -> Optional[str]:
     """Spark's ``startingOffsets`` JSON to resume from the table, or None to use ``configured``.
 
@@ -149,17 +155,22 @@ def starting_offsets(
 
     A configured offset *ahead* of the committed one wins: that is how an
     operator skips a poison record (new checkpoint, ``starting_offsets`` one
-    past it); one behind never does, so nothing is read twice.
+    past it); one behind never does, so nothing is read twice. Records are
+    then never read, so each such skip is logged as a warning (``table``
+    names it when the caller knows it).
     """
     if not any(committed.get(t) for t in partitions):
         return None
     specific: dict[str, dict[str, int]] = {} if configured in ("earliest", "latest") else json.loads(configured)
     default = -1 if configured == "latest" else -2
-    obj = {
-        topic: {str(p): _resume_at(committed.get(topic, {}).get(p), specific.get(topic, {}).get(str(p)), default)
-                for p in sorted(parts)}
-        for topic, parts in sorted(partitions.items())
-    }
+    obj: dict[str, dict[str, int]] = {}
+    for topic, parts in sorted(partitions.items()):
+        resumed = obj.setdefault(topic, {})
+        for p in sorted(parts):
+            done = committed.get(topic, {}).get(p)
+            start = resumed[str(p)] = _resume_at(done, specific.get(topic, {}).get(str(p)), default)
+            if done is not None and start > done:
+                _warn_skip(table, topic, p, done, start)
     return json.dumps(obj, separators=(",", ":"))
 
 
@@ -167,3 +178,13 @@ def _resume_at(committed: Optional[int], configured: Optional[int], default: int
     if committed is None:
         return configured if configured is not None else default
     return committed if configured is None or configured < committed else configured
+
+
+def _warn_skip(table: Optional[str], topic: str, partition: int, committed: int, configured: int) -> None:
+    """The records between the table's offset and a configured one ahead of it are never ingested: say so."""
+    where = f"table {table}: " if table else ""
+    log.warning(
+        "%sstarting_offsets skips records of %s/%d: committed offset %d, configured offset %d, %d records skipped",
+        where, topic, partition, committed, configured, configured - committed,
+        extra={"table": table} if table else None,
+    )

@@ -204,4 +204,4 @@ def _start_offsets(job: IngestJob, metadata: Any, probe: LagProbe) -> str:
     committed = committed_offsets(metadata)
     if not committed:
         return configured
-    return starting_offsets(configured, committed, probe.topic_partitions()) or configured
+    return starting_offsets(configured, committed, probe.topic_partitions(), job.table.identifier) or configured

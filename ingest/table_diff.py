@@ -150,12 +150,17 @@ def evolve_schema(schema: Schema, last_column_id: int, evolutions: Iterable[Diff
 def _struct_differences(
     found: StructType, wanted: StructType, parent: tuple[str, ...], sql_table: str
 ) -> Iterator[Difference]:
-    """Fields matched by name; one field gone and one of the same shape new reads as a rename."""
+    """Fields matched by name; a required field gone and one of the same shape new reads as a rename.
+
+    Only a required table column can be half of a rename: an optional one the
+    configuration lacks is kept (filled with null), so a new optional column
+    next to it is a plain add, not something to refuse.
+    """
     found_by_name = {f.name: f for f in found.fields}
     wanted_names = {f.name for f in wanted.fields}
     added = [f for f in wanted.fields if f.name not in found_by_name]
     dropped = [f for f in found.fields if f.name not in wanted_names]
-    renames = _renames(dropped, added)
+    renames = _renames([f for f in dropped if f.required], added)
     for field in wanted.fields:
         if field.name in found_by_name:
             yield from _field_differences(found_by_name[field.name], field, (*parent, field.name), sql_table)
@@ -168,7 +173,11 @@ def _struct_differences(
 
 
 def _renames(dropped: Sequence[NestedField], added: Sequence[NestedField]) -> list[tuple[NestedField, NestedField]]:
-    """Pairs (old, new) where each is the other's only candidate of the same shape."""
+    """Pairs (old, new) where each is the other's only candidate of the same shape.
+
+    ``dropped`` holds the required table columns the configuration lacks: each
+    is refused anyway, and naming it a rename points at the likelier fix.
+    """
     pairs = []
     for old in dropped:
         candidates = [f for f in added if _shape(f) == _shape(old)]

@@ -36,7 +36,9 @@ from ingest.job import TableSpec, as_dict
 from ingest.table_diff import Difference, evolve_schema, table_differences
 from table import properties
 from table.metadata import TableMetadata
+from table.parquet.writer import WriterOptions
 from table.partitioning import UNPARTITIONED_SPEC
+from table.properties import PropertyError
 from table.schema import Schema
 
 log = logging.getLogger("floe.ingest")
@@ -106,11 +108,33 @@ def _create(catalog: Catalog, table: TableSpec) -> None:
         pass  # created concurrently; it is checked like any existing table
 
 
+class TablePropertyError(ValueError):
+    """A table property the writers read has a value they refuse: found at start, not at the first batch."""
+
+    def __init__(self, identifier: str, error: PropertyError) -> None:
+        self.identifier = identifier
+        self.error = error
+        super().__init__(f"table {identifier}: {self.detail}")
+
+    @property
+    def detail(self) -> str:
+        return f"{self.error}; set it right, or unset it: ALTER TABLE {self.identifier} UNSET TBLPROPERTIES ('{self.error.key}')"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.identifier, self.error)
+
+
 def check_table(metadata: TableMetadata, table: TableSpec) -> list[Difference]:
-    """The evolutions the table needs to fit the job; :class:`TableMismatchError` when any difference is refused.
+    """The evolutions the table needs to fit the job; :class:`TableMismatchError` when any difference is refused,
+    :class:`TablePropertyError` when a property the writers read is malformed.
 
     Pure, so that ``floe check`` asks the same question without changing anything.
     """
+    try:
+        WriterOptions.for_table(metadata)
+        properties.DISTRIBUTION_MODE.read(metadata.properties)
+    except PropertyError as error:
+        raise TablePropertyError(table.identifier, error) from None
     differences = table_differences(metadata, table)
     refused = [d for d in differences if not d.evolvable]
     if refused:
@@ -138,7 +162,8 @@ def evolve_table(catalog: Catalog, table: TableSpec, *, before_commit: Optional[
     def landed(metadata: TableMetadata) -> bool:
         return not any(d.evolvable for d in table_differences(metadata, table))
 
-    if commit_metadata_change(catalog, table.identifier, build, landed, before_commit=before_commit) is not None:
+    if commit_metadata_change(catalog, table.identifier, build, landed, what="schema change",
+                              before_commit=before_commit) is not None:
         log.info("evolved table %s: %s", table.identifier, "; ".join(d.summary() for d in applied),
                  extra={"table": table.identifier})
     return catalog.load_table(to_table_identifier(table.identifier))
@@ -168,7 +193,7 @@ def _add_unpartitioned_spec(catalog: Catalog, table: TableSpec) -> LoadedTable:
             return None
         return loaded.metadata.add_partition_spec(UNPARTITIONED_SPEC)
 
-    if commit_metadata_change(catalog, table.identifier, build, _has_unpartitioned_spec) is not None:
+    if commit_metadata_change(catalog, table.identifier, build, _has_unpartitioned_spec, what="partition spec") is not None:
         log.info("added an unpartitioned spec to %s for global equality deletes", table.identifier,
                  extra={"table": table.identifier})
     return catalog.load_table(to_table_identifier(table.identifier))

@@ -44,7 +44,7 @@ from table.locations import data_location
 from table.manifest import DataFile, DataFileContent
 from table.metadata import TableMetadata
 from table.parquet.partitioned import PartitionedWriter
-from table.parquet.writer import DataFileWriter, FileNameFactory, WriterOptions
+from table.parquet.writer import DataFileWriter, FileNameFactory, WriterOptions, abort_after, abort_all
 from table.partitioning import PartitionSpec, partition_spec_from_json
 from table.schema import Schema, schema_from_json
 
@@ -181,9 +181,7 @@ class TaskWriter:
         return data, deletes
 
     def abort(self) -> None:
-        self.data.abort()
-        if self.delete_schema is not None:
-            self.deletes.abort()
+        abort_all([self.data, self.deletes] if self.delete_schema is not None else [self.data])
 
 
 def write_files(batches: Iterator[pa.RecordBatch], task: WriteTask) -> Iterator[pa.RecordBatch]:
@@ -196,8 +194,8 @@ def write_files(batches: Iterator[pa.RecordBatch], task: WriteTask) -> Iterator[
             if rows.num_rows:
                 writer.write(rows)
         data, deletes = writer.finish()
-    except BaseException:
-        writer.abort()
+    except BaseException as error:
+        abort_after(error, writer)
         raise
     yield written_batch(data, deletes, writer.deleted_keys)
     if stats:

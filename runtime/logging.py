@@ -32,17 +32,16 @@ from typing import Any, Mapping, Optional, TextIO, Union
 
 MASK = "***"
 
+# The words that make a key secret, in a mapping or in free text: regular
+# expressions without backslashes (Spark's log4j2 configuration, a .properties
+# file, uses them too).
+SECRET_WORDS = (
+    "password", "passwd", "passphrase", "secret", "token", "credential", "jaas",
+    "api[_.-]?key", "private[_.-]?key", "keystore[_.-]?key", "authorization",
+)
 # Keys whose values are secrets, matched after lowercasing and turning "." and
 # "-" into "_": "sasl.jaas.config", "ssl.key.password", "FLOE_CATALOG__PASSWORD".
-_SECRET_KEY = re.compile(
-    r"(password|passwd|passphrase|secret|token|credential|jaas|api_?key|private_?key|keystore_key|authorization)"
-)
-# The words that make a key in free text secret, as regular expressions without
-# backslashes (Spark's log4j2 configuration, a .properties file, uses them too).
-SECRET_WORDS = (
-    "password", "passwd", "passphrase", "secret", "token", "credential", "jaas[.]config",
-    "api[_.-]?key", "private[_.-]?key",
-)
+_SECRET_KEY = re.compile("|".join(SECRET_WORDS))
 # key=value pairs, and key: "value" pairs (JSON, Python reprs), in free text
 # whose key is secret. An unquoted value after ":" is left alone, so that
 # messages like "catalog.password: expected a string" stay readable.
@@ -55,7 +54,7 @@ _SECRET_PAIR = re.compile(
 )
 # scheme://user:password@host -> scheme://user:***@host
 _URI_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*):(?P<password>[^@\s/]+)@")
-_BEARER = re.compile(r"(?P<head>\bBearer\s+)[A-Za-z0-9._~+/\-]+=*", re.IGNORECASE)
+_BEARER = re.compile(r"(?P<head>\b(?:Bearer|Basic)\s+)[A-Za-z0-9._~+/\-]+=*", re.IGNORECASE)
 
 # Attributes every LogRecord has; anything else on a record came from ``extra``.
 _RECORD_ATTRS = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
@@ -74,7 +73,7 @@ def is_secret_key(name: str) -> bool:
 
 
 def redact_text(text: str) -> str:
-    """``text`` with URI passwords, secret key=value pairs and bearer tokens masked."""
+    """``text`` with URI passwords, secret key=value pairs and bearer or basic credentials masked."""
     text = _URI_USERINFO.sub(lambda m: f"{m['head']}:{MASK}@", text)
     text = _SECRET_PAIR.sub(_mask_pair, text)
     return _BEARER.sub(lambda m: f"{m['head']}{MASK}", text)
@@ -258,7 +257,7 @@ def _timestamp(created: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 class LogSettingError(ValueError):
@@ -320,7 +319,6 @@ def _wants_text(log_format: LogFormat, stream: TextIO) -> bool:
 def _level(level: Union[str, int]) -> int:
     if isinstance(level, int):
         return level
-    value = logging.getLevelName(level.upper())
-    if not isinstance(value, int):
+    if level.strip().upper() not in LOG_LEVELS:
         raise LogSettingError("log level", level, LOG_LEVELS)
-    return value
+    return int(logging.getLevelName(level.strip().upper()))

@@ -45,8 +45,13 @@ QUIET_LOGGERS = {
 # exception's message) may carry a whole Python traceback, as a failed task's does.
 # The .properties file turns the two escapes into the line-break characters themselves.
 _FIRST_LINE = "(?s)(?:(?:: )?Traceback [(]most recent call last[)]:|[\\r\\n]).*"
-# A secret word's key and separator, then its value. No backslash: a .properties file would eat it.
-_REDACT = f"(?i)((?:{'|'.join(SECRET_WORDS)})[A-Za-z0-9_.-]*[ ]*[=:][ ]*)[^ ,;]+"
+# (regex, replacement) pairs, applied in order; no backslash: a .properties file would eat it.
+_REDACT_RULES = (
+    ("(?i)((?:Bearer|Basic)[ ]+)[A-Za-z0-9._~+/=-]+", f"$1{MASK}"),  # Authorization header values
+    ("([A-Za-z][A-Za-z0-9+.-]*://[^/ :@]*):[^@ /]+@", f"$1:{MASK}@"),  # scheme://user:password@host
+    # a secret word's key and separator, then its value
+    (f"(?i)((?:{'|'.join(SECRET_WORDS)})[A-Za-z0-9_.-]*[ ]*[=:][ ]*)(?:\"[^\"]*\"|'[^']*'|[^ ,;]+)", f"$1{MASK}"),
+)
 
 
 def local_spark_conf(cores: int = 2, shuffle_partitions: int = 4) -> dict[str, str]:
@@ -102,7 +107,9 @@ def _layout(debug: bool, json_lines: bool) -> list[str]:
 
 
 def _redacted(pattern: str) -> str:
-    return f"%replace{{{pattern}}}{{{_REDACT}}}{{$1{MASK}}}"
+    for regex, replacement in _REDACT_RULES:
+        pattern = f"%replace{{{pattern}}}{{{regex}}}{{{replacement}}}"
+    return pattern
 
 
 def _first_line(pattern: str) -> str:

@@ -15,7 +15,8 @@ from typing import Callable
 from commit.catalog import Catalog
 from commit.errors import NoSuchCatalog
 from commit.identifiers import to_table_identifier
-from ingest.table_setup import TableMismatchError, check_table, needs_unpartitioned_spec
+from ingest.table_setup import TableMismatchError, TablePropertyError, check_table, needs_unpartitioned_spec
+from runtime.logging import redact_text, summarize_error
 from service.config import FloeConfig, TableConfig
 from service.failures import CommandError
 from service.jobs import table_spec
@@ -29,7 +30,8 @@ class CheckResult:
     detail: str
 
     def line(self) -> str:
-        return f"{'ok  ' if self.ok else 'FAIL'} {self.name}: {self.detail}"
+        """One line for the terminal, secrets masked (a probe's error may quote its configuration)."""
+        return redact_text(f"{'ok  ' if self.ok else 'FAIL'} {self.name}: {self.detail}")
 
 
 def _guarded(name: str, probe: Callable[[], str]) -> CheckResult:
@@ -37,7 +39,7 @@ def _guarded(name: str, probe: Callable[[], str]) -> CheckResult:
     try:
         return CheckResult(name, True, probe())
     except Exception as exc:  # noqa: BLE001 - a failed probe is what `check` reports
-        return CheckResult(name, False, f"{type(exc).__name__}: {exc}")
+        return CheckResult(name, False, summarize_error(exc))
 
 
 def check_kafka(config: FloeConfig, timeout_s: float = 10.0, *, topics: bool = True) -> CheckResult:
@@ -111,7 +113,7 @@ def check_tables(config: FloeConfig) -> list[CheckResult]:
     except NoSuchCatalog:
         return [CheckResult(name, True, WILL_BE_CREATED) for name in names]
     except Exception as exc:  # noqa: BLE001 - reported on every table it keeps from being checked
-        return [CheckResult(name, False, f"not checked: {type(exc).__name__}: {exc}") for name in names]
+        return [CheckResult(name, False, f"not checked: {summarize_error(exc)}") for name in names]
     with catalog:
         return [check_table_fits(catalog, table) for table in config.tables]
 
@@ -121,10 +123,10 @@ def check_table_fits(catalog: Catalog, table: TableConfig) -> CheckResult:
     name = f"table {table.identifier}"
     try:
         return CheckResult(name, True, _table_plan(catalog, table))
-    except TableMismatchError as mismatch:
-        return CheckResult(name, False, mismatch.detail)
+    except (TableMismatchError, TablePropertyError) as refused:
+        return CheckResult(name, False, refused.detail)
     except Exception as exc:  # noqa: BLE001 - a failed probe is what `check` reports
-        return CheckResult(name, False, f"{type(exc).__name__}: {exc}")
+        return CheckResult(name, False, summarize_error(exc))
 
 
 def _table_plan(catalog: Catalog, table: TableConfig) -> str:

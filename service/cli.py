@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
+import select
 import sys
 import tempfile
 import traceback
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED = 0, 1, 2, 3
+EXIT_CLOSED_PIPE = 128 + 13  # as a process killed by SIGPIPE: the reader of the output went away
 LOG_LEVEL_ENV, LOG_FORMAT_ENV = "FLOE_LOG_LEVEL", "FLOE_LOG_FORMAT"
 
 
@@ -109,9 +110,11 @@ def _check(args: argparse.Namespace) -> int:
 
     from service.check import run_checks
     from service.config import redacted_dict
+    from service.jobs import build_jobs
 
     config = _load(args.config)
     _configure_logging(config)
+    build_jobs(config)  # what `floe ingest` refuses as a configuration (exit 2), `check` refuses alike
     print("configuration: valid")
     if args.show_config:
         print(yaml.safe_dump(redacted_dict(config), sort_keys=False).rstrip())
@@ -245,10 +248,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"floe: {variable}: {exc.reason()}", file=sys.stderr)
         return EXIT_CONFIG
     args = build_parser().parse_args(argv)
-    if args.command in ("table", "check"):
-        _end_quietly_on_a_closed_pipe()
     try:
         return args.func(args)
+    except BrokenPipeError as exc:
+        if _stdout_reader_gone():
+            return EXIT_CLOSED_PIPE
+        return _fail(args, exc)
     except ConfigError as exc:
         print(f"floe: invalid configuration ({exc.source}):", file=sys.stderr)
         for problem in exc.problems:
@@ -278,9 +283,19 @@ def _command(args: argparse.Namespace) -> str:
     return f"{args.command} {sub}" if sub else str(args.command)
 
 
-def _end_quietly_on_a_closed_pipe() -> None:
-    """Output commands die silently when their reader goes away, as Unix tools do (exit 141)."""
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+def _stdout_reader_gone() -> bool:
+    """Whether stdout's reader went away (``floe table scan | head``): then the command ends
+    quietly, as Unix tools do. Later writes go to /dev/null, so that flushing at exit cannot fail."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's capture)
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    if not any(events & select.POLLERR for _, events in poller.poll(0)):  # a pipe without reader: POLLERR
+        return False
+    os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+    return True
 
 
 if __name__ == "__main__":

@@ -225,6 +225,7 @@ def run_demo(options: DemoOptions, stop: Optional[threading.Event] = None) -> in
         install_stop_signals(stop, logging.getLogger("floe.demo"))
     work = options.work_dir
     work.mkdir(parents=True, exist_ok=True)
+    there_before = frozenset(entry.name for entry in work.iterdir())
     print(f"floe demo: work directory {work}", flush=True)
     with LocalKafka(work / "kafka") as kafka:
         assert kafka.bootstrap is not None
@@ -233,7 +234,18 @@ def run_demo(options: DemoOptions, stop: Optional[threading.Event] = None) -> in
         config = demo_config(work, kafka.bootstrap)
         code = _ingest_and_compact(config, kafka.bootstrap, options, stop)
     print("floe demo: local Kafka broker stopped", flush=True)
+    print(f"floe demo: the broker's data, the catalog and the table stay in {work}; "
+          f"remove them with: {removal_command(work, there_before)}", flush=True)
     return code
+
+
+def removal_command(work: Path, there_before: frozenset[str]) -> str:
+    """How to remove what the demo made: the whole directory only if it was empty before
+    (``--work-dir`` may name a directory of the user's own)."""
+    if not there_before:
+        return f"rm -rf {shlex.quote(str(work))}"
+    made = sorted(entry.name for entry in work.iterdir() if entry.name not in there_before)
+    return "rm -rf " + " ".join(shlex.quote(str(work / name)) for name in made)
 
 
 def _create_topic(bootstrap: str) -> None:
@@ -408,5 +420,3 @@ def _print_how_to_query(config: FloeConfig, work: Path) -> None:
     print("floe demo: query the table (each command works as printed, from any directory)")
     for hint in query_hints(config, work):
         print(f"  {hint.label}:\n    {hint.command}")
-    print(f"floe demo: the broker's data, the catalog and the table stay in {work}; "
-          f"remove them with: rm -rf {shlex.quote(str(work))}", flush=True)

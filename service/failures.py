@@ -15,7 +15,7 @@ import re
 from typing import Optional
 
 from commit.errors import CatalogError, NoSuchCatalog, NoSuchTable
-from ingest.table_setup import TableMismatchError
+from ingest.table_setup import TableMismatchError, TablePropertyError
 from runtime.logging import redact_text, summarize_error
 from service.http import PortInUse
 
@@ -39,7 +39,7 @@ def explain(error: BaseException) -> str:
     if bad:
         return redact_text(f"{bad['text']}; {BAD_RECORD_HINT}")
     hint = _hint(error)
-    summary = str(error) if isinstance(error, (CommandError, CatalogError, TableMismatchError, PortInUse)) else None
+    summary = str(error) if isinstance(error, (CommandError, CatalogError, TableMismatchError, TablePropertyError, PortInUse)) else None
     line = summary.splitlines()[0] if summary else summarize_error(error)
     return redact_text(f"{line}; {hint}" if hint else line)
 

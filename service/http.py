@@ -19,6 +19,7 @@ import errno
 import json
 import logging
 import socket
+import sys
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,7 +28,7 @@ from typing import Any, Callable, Optional
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-from runtime.logging import redact_text
+from runtime.logging import redact_text, summarize_error
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +191,16 @@ class _Server(ThreadingHTTPServer):
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One log line instead of socketserver's traceback on stderr (the traceback only at DEBUG);
+        a scraper or probe that hangs up mid-answer is routine, and logged at DEBUG only."""
+        error = sys.exc_info()[1]
+        if isinstance(error, (BrokenPipeError, ConnectionResetError)):
+            log.debug("an HTTP client went away mid-answer", extra={"client": str(client_address)})
+            return
+        log.error("answering an HTTP request failed: %s", summarize_error(error) if error else "unknown",
+                  extra={"client": str(client_address)}, exc_info=error if log.isEnabledFor(logging.DEBUG) else None)
 
 
 def _handler_class(ops: OpsServer) -> type[BaseHTTPRequestHandler]:

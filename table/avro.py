@@ -42,7 +42,6 @@ from table.types import (
     UUIDType,
 )
 
-
 # --------------------------------------------------------------------------
 # Iceberg type -> Avro schema (Appendix A), named as Iceberg Java names them
 # --------------------------------------------------------------------------

@@ -7,8 +7,9 @@ Every location is returned without a trailing slash, so a caller joins a
 name with exactly one ``/``.
 
 A table's files may live outside its location when these properties point
-elsewhere: :func:`table_roots` gives every directory a table writes under,
-for the one place that lists storage (orphan cleanup).
+elsewhere: :func:`locations_outside_table` names those directories. They may
+be shared with other tables, so orphan cleanup never lists them (as Iceberg
+Java's ``DeleteOrphanFiles`` lists only the table location by default).
 """
 
 from __future__ import annotations
@@ -32,14 +33,11 @@ def metadata_location(metadata: TableMetadata) -> str:
     return props.METADATA_PATH.read(metadata.properties) or f"{_under_table(metadata.location)}/metadata"
 
 
-def table_roots(metadata: TableMetadata) -> list[str]:
-    """The table location, plus the data and metadata locations that are not under it."""
-    root = _under_table(metadata.location)
-    roots = [root]
-    for configured in (props.DATA_PATH.read(metadata.properties), props.METADATA_PATH.read(metadata.properties)):
-        if configured and not _is_under(to_fs_path(configured), to_fs_path(root)):
-            roots.append(configured)
-    return roots
+def locations_outside_table(metadata: TableMetadata) -> list[str]:
+    """The data and metadata locations that are not under the table location."""
+    root = to_fs_path(_under_table(metadata.location))
+    configured = (props.DATA_PATH.read(metadata.properties), props.METADATA_PATH.read(metadata.properties))
+    return [path for path in configured if path and not _is_under(to_fs_path(path), root)]
 
 
 def _is_under(path: str, directory: str) -> bool:

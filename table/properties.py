@@ -60,14 +60,6 @@ def parse_positive_int(key: str, raw: str) -> int:
     return value
 
 
-def parse_bool(key: str, raw: str) -> bool:
-    """``true`` or ``false`` in any case, as Java parses it."""
-    lowered = raw.strip().lower()
-    if lowered not in ("true", "false"):
-        raise PropertyError(key, raw, "must be true or false")
-    return lowered == "true"
-
-
 def parse_flag(key: str, raw: str) -> bool:
     """Java's ``Boolean.parseBoolean``: ``true`` in any case; anything else is false.
 
@@ -80,8 +72,12 @@ def parse_text(key: str, raw: str) -> str:
     return raw
 
 
-def parse_lower(key: str, raw: str) -> str:
-    return raw.strip().lower()
+def parse_metadata_codec(key: str, raw: str) -> str:
+    """``none`` or ``gzip`` in any case, as Java's ``TableMetadataParser.Codec.fromName`` accepts."""
+    codec = raw.strip().lower()
+    if codec not in METADATA_CODECS:
+        raise PropertyError(key, raw, f"is not one of {sorted(METADATA_CODECS)}")
+    return codec
 
 
 def parse_location(key: str, raw: str) -> Optional[str]:
@@ -109,6 +105,7 @@ def parse_distribution_mode(key: str, raw: str) -> str:
 _PYARROW_CODECS = {"uncompressed": "none"}
 PARQUET_CODECS = frozenset({"none", "snappy", "gzip", "brotli", "lz4", "zstd"})
 DISTRIBUTION_MODES = frozenset({"none", "hash", "range"})
+METADATA_CODECS = frozenset({"none", "gzip"})
 
 
 @dataclass(frozen=True)
@@ -152,7 +149,7 @@ METRICS_MAX_INFERRED_COLUMNS = Property(
 )
 
 # -- metadata files --------------------------------------------------------------------
-METADATA_COMPRESSION = Property("write.metadata.compression-codec", "none", parse_lower)
+METADATA_COMPRESSION = Property("write.metadata.compression-codec", "none", parse_metadata_codec)
 METADATA_PREVIOUS_VERSIONS_MAX = Property("write.metadata.previous-versions-max", 100, parse_int)
 METADATA_DELETE_AFTER_COMMIT = Property("write.metadata.delete-after-commit.enabled", False, parse_flag)
 SUMMARY_PARTITION_LIMIT = Property("write.summary.partition-limit", 0, parse_int)
@@ -166,7 +163,7 @@ COMMIT_STATUS_CHECKS_NUM_RETRIES = Property("commit.status-check.num-retries", 3
 COMMIT_STATUS_CHECKS_MIN_WAIT_MS = Property("commit.status-check.min-wait-ms", 1_000, parse_int)
 COMMIT_STATUS_CHECKS_MAX_WAIT_MS = Property("commit.status-check.max-wait-ms", 60_000, parse_int)
 COMMIT_STATUS_CHECKS_TOTAL_WAIT_MS = Property("commit.status-check.total-timeout-ms", 1_800_000, parse_int)
-MANIFEST_MERGE_ENABLED = Property("commit.manifest-merge.enabled", True, parse_bool)
+MANIFEST_MERGE_ENABLED = Property("commit.manifest-merge.enabled", True, parse_flag)
 MANIFEST_MIN_MERGE_COUNT = Property("commit.manifest.min-count-to-merge", 100, parse_int)
 MANIFEST_TARGET_SIZE = Property("commit.manifest.target-size-bytes", 8 * MiB, parse_int)
 

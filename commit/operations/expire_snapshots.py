@@ -36,7 +36,7 @@ from table import properties
 from table.errors import TableError
 from table.io import FileIO
 from table.manifest import DataFileContent, ManifestEntryStatus, ManifestFile, read_manifest_entries, read_manifest_list
-from table.metadata import MAIN_BRANCH, Snapshot, SnapshotRef, TableMetadata
+from table.metadata import MAIN_BRANCH, Snapshot, SnapshotRef, TableMetadata, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +225,7 @@ class ExpireSnapshots:
         io: Optional[FileIO] = None,
         before_commit: Optional[BeforeCommit] = None,
         sleep: Callable[[float], None] = time.sleep,
-        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        clock_ms: Callable[[], int] = now_ms,
     ) -> None:
         self.catalog = catalog
         self.identifier = to_table_identifier(identifier)
@@ -240,8 +240,9 @@ class ExpireSnapshots:
 
     def commit(self) -> ExpireResult:
         io = self._io or FileIO.for_location(self.catalog.load_pointer(self.identifier).metadata_location)
-        result = commit_metadata_change(self.catalog, self.identifier, self._build, lambda _: False, io=io,
-                                        before_commit=self._before_commit, sleep=self._sleep)
+        result = commit_metadata_change(self.catalog, self.identifier, self._build, lambda _: False,
+                                        what="snapshot expiry", io=io, before_commit=self._before_commit,
+                                        sleep=self._sleep)
         if result is None:
             return ExpireResult(frozenset(), None, ExpiredFiles())
         return self._clean(io, result)
@@ -256,7 +257,12 @@ class ExpireSnapshots:
         expired_ids = frozenset(s.snapshot_id for s in expired)
         if not self.clean_files or not expired:
             return ExpireResult(expired_ids, result.location, ExpiredFiles())
-        doomed = unreferenced_files(io, expired, result.metadata.snapshots)
+        try:
+            doomed = unreferenced_files(io, expired, result.metadata.snapshots)
+        except (TableError, OSError) as e:  # the expiry landed: nothing after it may fail it
+            log.warning("expire snapshots of %s: the expiry landed, but its files were left for orphan-file "
+                        "removal: reading the manifest lists failed: %s", self.identifier, e)
+            return ExpireResult(expired_ids, result.location, ExpiredFiles())
         failed = []
         for path in doomed.all():
             try:

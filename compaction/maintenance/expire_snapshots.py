@@ -14,7 +14,6 @@ deletes the files only expired snapshots referenced.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -22,7 +21,7 @@ from commit.catalog import Catalog
 from commit.exactly_once import branch_history, committed_batch
 from commit.identifiers import TableIdentifierLike, to_table_identifier
 from commit.operations.expire_snapshots import ExpireResult, ExpireSnapshots
-from table.metadata import TableMetadata
+from table.metadata import TableMetadata, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +61,7 @@ def expire_snapshots(
     identifier: TableIdentifierLike,
     policy: ExpiryPolicy,
     *,
-    clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    clock_ms: Callable[[], int] = now_ms,
 ) -> ExpireResult:
     """Expire by ``policy``, pinning :func:`ingest_checkpoint_snapshots`.
 

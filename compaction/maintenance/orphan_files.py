@@ -1,8 +1,8 @@
 """Delete files under the table's location that no table state references (Java's ``DeleteOrphanFiles``).
 
 Failed writes, crashed commits and abandoned rewrites leave files behind that
-nothing points at. A file is an orphan when it is under one of the table's
-locations and is none of: the current metadata file, a file of the metadata
+nothing points at. A file is an orphan when it is under the table's location
+and is none of: the current metadata file, a file of the metadata
 log, a statistics file, a manifest list, manifest, data or delete file of any
 retained snapshot (entries of every status: a file named anywhere is kept).
 Only files older than the safety window go, so the files of commits still in
@@ -10,12 +10,14 @@ flight (written, not yet referenced) are never touched.
 
 This is the only place that lists storage, and it never decides what the
 table contains: a listing that misses a file leaves an orphan for next time.
+A ``write.data.path`` or ``write.metadata.path`` outside the table location
+is not listed: other tables may write there too, and their files would look
+like this table's orphans.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
@@ -23,9 +25,9 @@ from commit.catalog import Catalog
 from commit.identifiers import TableIdentifierLike, to_table_identifier
 from table.errors import TableError
 from table.io import FileEntry, FileIO, to_fs_path
-from table.locations import table_roots
+from table.locations import locations_outside_table
 from table.manifest import read_manifest_entries, read_manifest_list
-from table.metadata import TableMetadata
+from table.metadata import TableMetadata, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +75,7 @@ def remove_orphan_files(
     identifier: TableIdentifierLike,
     older_than_ms: int,
     *,
-    clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    clock_ms: Callable[[], int] = now_ms,
 ) -> OrphanResult:
     """Delete the table's orphan files older than ``older_than_ms`` (a duration, at least a day)."""
     if older_than_ms < MIN_ORPHAN_AGE_MS:
@@ -82,7 +84,10 @@ def remove_orphan_files(
     loaded = catalog.load_table(ident)
     io = FileIO.for_location(loaded.metadata_location)
     cutoff = clock_ms() - older_than_ms
-    listed = [entry for root in table_roots(loaded.metadata) for entry in io.list_prefix(root)]
+    for outside in locations_outside_table(loaded.metadata):
+        log.info("orphan files under %s are not removed: it is outside the table location and may be shared",
+                 outside, extra={"table": str(ident)})
+    listed = list(io.list_prefix(loaded.metadata.location.rstrip("/")))
     referenced = referenced_files(io, loaded.metadata, loaded.metadata_location)
     orphans = [e.location for e in orphan_candidates(listed, referenced, cutoff)]
     failed = []

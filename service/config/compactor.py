@@ -74,7 +74,10 @@ _ORPHAN_MINIMUM = timedelta(days=1)
 class RemoveOrphansConfig(Section):
     """Deletion of files that no snapshot references (failed writes)."""
 
-    enabled: bool = Field(True, description="Remove orphan files.")
+    enabled: bool = Field(True, description=(
+        "Remove orphan files under the table location (a `write.data.path` or `write.metadata.path` "
+        "outside it may be shared, and is not listed)."
+    ))
     older_than: Duration = Field(
         timedelta(days=3),
         description="Safety window: only files older than this are removed "

@@ -13,6 +13,7 @@ from typing import Annotated, Iterator, Literal
 
 from pydantic import Field, model_validator
 
+from runtime.logging import LOG_FORMATS, LOG_LEVELS
 from service.config.catalog import CatalogConfig
 from service.config.compactor import CompactionConfig
 from service.config.fields import Duration, Location, Section, UpperCased, format_duration
@@ -84,10 +85,10 @@ class FloeConfig(Section):
     compaction: CompactionConfig = Field(default_factory=CompactionConfig, description="Compactor settings.")
     http: HttpConfig = Field(default_factory=HttpConfig, description="Ops HTTP endpoint.")
     readiness: ReadinessConfig = Field(default_factory=ReadinessConfig, description="Readiness rules.")
-    log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR"], UpperCased] = Field(
+    log_level: Annotated[Literal[LOG_LEVELS], UpperCased] = Field(  # type: ignore[valid-type]
         "INFO", description="Log level. Tracebacks are logged at DEBUG only; otherwise a failure is one line."
     )
-    log_format: Literal["auto", "text", "json"] = Field(
+    log_format: Literal[LOG_FORMATS] = Field(  # type: ignore[valid-type]
         "auto", description="`text` (one readable line per record), `json` (one JSON object per line), "
         "or `auto`: text when stderr is a terminal, JSON otherwise."
     )

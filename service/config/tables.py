@@ -14,6 +14,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, model_va
 
 from commit.errors import InvalidArgument
 from commit.identifiers import to_table_identifier
+from ingest.kafka_columns import KAFKA_SOURCES, is_kafka_source, kafka_source_problem
 from service.config.credentials import url_password_problems
 from service.config.fields import ConfigPath, Properties, Section, StringList, TopicName, comma_list
 from service.config.problems import Problem, only_used_when, raise_all, render_path, required_when, show
@@ -107,25 +108,14 @@ class OpConfig(Section):
         return self
 
 
-_METADATA_SOURCE = re.compile(r"^(key|timestamp|topic|partition|offset|headers\.[^\s]+)$")
-_METADATA_TYPES = {
-    "key": ("string", "binary"),
-    "headers": ("string", "binary"),
-    "timestamp": ("timestamptz", "timestamp", "long"),
-    "topic": ("string",),
-    "partition": ("int", "long"),
-    "offset": ("long",),
-}
-
-
 def _metadata_sources(value: Any) -> Any:
+    """Unknown sources are refused before the schema is known (also for schemas derived from Avro)."""
     if isinstance(value, dict):
-        expected = "expected key, timestamp, topic, partition, offset or headers.<name>"
         raise_all(
             [
-                (str(column), f"{expected}, got {show(source)}")
+                (str(column), f"expected {KAFKA_SOURCES}, got {show(source)}")
                 for column, source in value.items()
-                if not isinstance(source, str) or not _METADATA_SOURCE.match(source)
+                if not isinstance(source, str) or not is_kafka_source(source)
             ]
         )
     return value
@@ -171,7 +161,10 @@ class TableConfig(Section):
     )
     metadata_columns: Annotated[dict[str, str], BeforeValidator(_metadata_sources)] = Field(
         default_factory=dict,
-        description="Column -> Kafka metadata: `key`, `timestamp`, `topic`, `partition`, `offset`, `headers.<name>`.",
+        description=(
+            "Column -> Kafka metadata: `key`, `key.<path>` (a field of a JSON key), `timestamp`, `topic`, "
+            "`partition`, `offset`, `headers.<name>`."
+        ),
     )
     bad_records: Literal["fail", "dead-letter"] = Field(
         "fail",
@@ -292,16 +285,12 @@ class TableConfig(Section):
         ]
 
     def _metadata_problems(self, schema: Schema) -> list[Problem]:
+        """Ingest's own rules (:func:`ingest.kafka_columns.kafka_source_problem`), so both always agree."""
         problems = []
         for column, source in self.metadata_columns.items():
-            allowed = _METADATA_TYPES[source.split(".")[0]]
-            at = render_path(("metadata_columns", column))
-            if not has_field(schema, column):
-                problems.append((at, f"{column!r} must be a column of the schema, of type {' or '.join(allowed)}"))
-                continue
-            found = schema.find_field(column).field_type
-            if str(found) not in allowed:
-                problems.append((at, f"{source} needs a column of type {' or '.join(allowed)}, got {found}"))
+            problem = kafka_source_problem(source, column, schema)
+            if problem is not None:
+                problems.append((render_path(("metadata_columns", column)), problem))
         return problems
 
     def _whole_problems(self, schema: Schema) -> list[Problem]:

@@ -24,7 +24,7 @@ from table.errors import SchemaError, ValidationError
 from table.io import FileIO
 from table.manifest import DataFile, DataFileContent
 from table.parquet.column_stats import FULL, MetricsConfig
-from table.parquet.writer import DEFAULT_TARGET_FILE_SIZE, ArrowData, DataFileWriter, FileNameFactory
+from table.parquet.writer import DEFAULT_TARGET_FILE_SIZE, ArrowData, DataFileWriter, FileNameFactory, abort_all
 from table.partitioning import PartitionSpec
 from table.schema import DELETE_FILE_PATH, DELETE_FILE_POS, Schema
 from table.types import DoubleType, FloatType, NestedField, StructType
@@ -103,8 +103,7 @@ class PositionDeleteWriter:
         """Stop and delete every file written so far."""
         self._closed = True
         self._buffer, self._pending_paths, self._pending_positions = [], [], []
-        for writer in self._writers:
-            writer.abort()
+        abort_all(self._writers)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -24,7 +24,14 @@ import pyarrow as pa
 
 from table.io import FileIO
 from table.manifest import DataFile
-from table.parquet.writer import DEFAULT_TARGET_FILE_SIZE, ArrowData, DataFileWriter, FileNameFactory
+from table.parquet.writer import (
+    DEFAULT_TARGET_FILE_SIZE,
+    ArrowData,
+    DataFileWriter,
+    FileNameFactory,
+    abort_after,
+    abort_all,
+)
 from table.partitioning import PartitionSpec, partition_key, split_by_partition
 from table.schema import Schema
 
@@ -94,11 +101,15 @@ class PartitionedWriter:
         return [f for _, files in self.close_by_partition() for f in files]
 
     def abort(self) -> None:
-        """Stop and delete every file written, closed partitions included."""
+        """Stop and delete every file written, closed partitions included; the writer starts afresh.
+
+        Every partition's writer is aborted even when one fails (:func:`abort_all`).
+        """
+        writers, self._every = self._every, []
         self._open.clear()
         self._closed.clear()
-        for writer in self._every:
-            writer.abort()
+        self._rows.clear()
+        abort_all(writers)
 
     def _key(self, partition: Partition) -> Any:
         return partition_key(self.spec.spec_id, partition)
@@ -129,6 +140,7 @@ def write_partitioned(
             for batch in data.to_batches() if isinstance(data, pa.Table) else [data]:
                 writer.write(batch)
         return writer.close()
-    except BaseException:
-        writer.abort()
+    except BaseException as error:
+        abort_after(error, writer)
         raise
+

@@ -19,7 +19,7 @@ import itertools
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Protocol, Sequence, Union
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -97,7 +97,7 @@ class WriterOptions:
             delete_target_file_size_bytes=props.DELETE_TARGET_FILE_SIZE.read(properties),
             row_group_bytes=props.PARQUET_ROW_GROUP_SIZE.read(properties),
             compression=props.PARQUET_COMPRESSION.read(properties),
-            compression_level=props.PARQUET_COMPRESSION_LEVEL.read(properties),
+            compression_level=_compression_level(properties),
             metrics_config=MetricsConfig.from_properties(properties, metadata.schema()),
         )
 
@@ -113,6 +113,14 @@ class WriterOptions:
     def _file_options(self) -> dict[str, Any]:
         return dict(row_group_bytes=self.row_group_bytes, compression=self.compression,
                     compression_level=self.compression_level)
+
+
+def _compression_level(properties: Mapping[str, str]) -> Optional[int]:
+    """``write.parquet.compression-level``, for codecs that take one: like Iceberg Java, a level
+    set for ``snappy`` or ``uncompressed`` is ignored (pyarrow would refuse every file)."""
+    codec = props.PARQUET_COMPRESSION.read(properties)
+    level = props.PARQUET_COMPRESSION_LEVEL.read(properties)
+    return level if codec != "none" and pa.Codec.supports_compression_level(codec) else None
 
 
 @dataclass
@@ -370,3 +378,34 @@ def _partition_directory(
     if not spec.fields:
         return base
     return f"{base}/{spec.partition_path(partition, schema)}"
+
+
+class Abortable(Protocol):
+    """A writer that can delete what it wrote."""
+
+    def abort(self) -> None: ...
+
+
+def abort_all(writers: Iterable[Abortable]) -> None:
+    """Abort every writer, even after one fails: one failed delete must not leave the others' files.
+
+    The first failure is raised afterwards, with the others noted on it.
+    """
+    failures: list[Exception] = []
+    for writer in writers:
+        try:
+            writer.abort()
+        except Exception as error:  # noqa: BLE001 - raised below, after every writer was aborted
+            failures.append(error)
+    if failures:
+        for other in failures[1:]:
+            failures[0].add_note(f"aborting another writer failed too: {other}")
+        raise failures[0]
+
+
+def abort_after(error: BaseException, *writers: Abortable) -> None:
+    """Abort ``writers`` after ``error``; a failing abort is noted on ``error`` instead of replacing it."""
+    try:
+        abort_all(writers)
+    except Exception as cleanup:  # noqa: BLE001 - the caller re-raises ``error``, which carries this
+        error.add_note(f"and deleting the files written failed: {cleanup}")

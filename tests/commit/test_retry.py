@@ -4,6 +4,7 @@ a real commit that keeps losing the race."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -37,13 +38,21 @@ def test_table_properties_override_the_defaults() -> None:
     "props, message",
     [
         ({"commit.retry.num-retries": "many"}, "commit.retry.num-retries"),
-        ({"commit.retry.min-wait-ms": "-1"}, "min_wait_ms"),
-        ({"commit.retry.min-wait-ms": "500", "commit.retry.max-wait-ms": "100"}, "below the min wait"),
+        ({"commit.retry.min-wait-ms": "-1"}, "table property commit.retry.min-wait-ms=-1: must not be negative"),
+        ({"commit.retry.min-wait-ms": "500", "commit.retry.max-wait-ms": "100"},
+         "table property commit.retry.max-wait-ms=100: below commit.retry.min-wait-ms=500"),
     ],
 )
 def test_bad_properties_are_named(props: dict[str, str], message: str) -> None:
-    with pytest.raises(InvalidArgument, match=message):
+    with pytest.raises(InvalidArgument, match=re.escape(message)):
         RetryPolicy.for_commits(props)
+
+
+def test_bad_status_check_properties_are_named() -> None:
+    with pytest.raises(InvalidArgument, match=re.escape("commit.status-check.max-wait-ms=1000: below "
+                                                        "commit.status-check.min-wait-ms=120000")):
+        RetryPolicy.for_status_checks({"commit.status-check.min-wait-ms": "120000",
+                                       "commit.status-check.max-wait-ms": "1000"})
 
 
 def test_delay_doubles_up_to_the_max() -> None:

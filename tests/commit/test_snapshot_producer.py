@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from commit.catalog import Catalog
-from commit.errors import CatalogDatabaseError, CommitNotApplied, CommitStateUnknown
+from commit.errors import CatalogDatabaseError, CommitNotApplied, CommitStateUnknown, InvalidArgument
 from commit.identifiers import TableIdentifierLike
 from commit.metadata_committer import PendingCommit
 from commit.operations.delete_files import DeleteFiles
@@ -235,12 +235,32 @@ def test_unknown_outcome_that_cannot_be_checked_keeps_every_file(sqlite_uri: str
     assert all(Path(p).exists() for p in producer.written_files())
 
 
+def test_a_bad_status_check_property_fails_before_the_swap(sqlite_catalog: Catalog) -> None:
+    """Read while nothing can have landed: settling an unknown outcome must not fail on it."""
+    table = CommitTable.create(sqlite_catalog, properties={"commit.status-check.min-wait-ms": "120000",
+                                                           "commit.status-check.max-wait-ms": "1000"})
+    pointer = table.metadata_location()
+    producer = table.producer(FastAppend([table.write_data([1])]))
+    with pytest.raises(InvalidArgument, match="commit.status-check.max-wait-ms=1000"):
+        producer.commit()
+    assert table.metadata_location() == pointer and producer.written_files() == []
+
+
 def test_a_producer_commits_once(sqlite_catalog: Catalog) -> None:
     table = CommitTable.create(sqlite_catalog)
     producer = table.producer(FastAppend([table.write_data([1])]))
     producer.commit()
     with pytest.raises(Exception, match="already committed"):
         producer.commit()
+    failed = table.producer(FastAppend([table.write_data([2])]), before_commit=_raise_injected)
+    with pytest.raises(RuntimeError, match="injected"):
+        failed.commit()
+    with pytest.raises(Exception, match="a producer commits once"):
+        failed.commit()  # its manifests were deleted with the failure; reusing them would corrupt the table
+
+
+def _raise_injected(pending: PendingCommit) -> None:
+    raise RuntimeError("injected failure before the swap")
 
 
 # --------------------------------------------------------------------------

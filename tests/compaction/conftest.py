@@ -150,6 +150,7 @@ class CompactionTable(CommitTable):
                 output_spec=md.spec_by_id(plan.output_spec_id),
                 data_location=f"{md.location}/data",
                 run_id=uuid.uuid4().hex,
+                writer=WriterOptions.for_table(md),
                 **options,
             )
         )

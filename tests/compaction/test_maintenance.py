@@ -180,6 +180,23 @@ def test_orphan_files_older_than_the_window_are_removed_and_nothing_else(sqlite_
     assert remove_orphan_files(table.catalog, table.identifier, 3 * DAY_MS).deleted == ()
 
 
+def test_a_data_path_outside_the_table_location_is_never_listed(sqlite_catalog: Catalog, tmp_path: Path) -> None:
+    """Several tables may share a data path: another table's files there are not this table's orphans."""
+    shared = tmp_path / "shared-data"
+    base = CommitTable.create(sqlite_catalog, properties={"write.data.path": str(shared)})
+    table = CompactionTable(base.catalog, base.identifier, base.io)
+    table.append_files(1, 10)
+    shared.mkdir()
+    foreign = shared / "other-table-00000.parquet"
+    foreign.write_bytes(b"another table's data")
+    orphan = table.write_rows([9])  # under the table location
+    age([str(foreign), orphan.file_path], days=4)
+
+    result = remove_orphan_files(table.catalog, table.identifier, 3 * DAY_MS)
+
+    assert result.deleted == (orphan.file_path,) and foreign.exists()
+
+
 def test_files_younger_than_the_window_stay(table: CompactionTable) -> None:
     table.append_files(1, 10)
     orphan = table.write_rows([9])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -136,6 +137,24 @@ def test_a_configured_offset_ahead_of_the_table_skips_forward_and_one_behind_nev
     committed = {"t": {0: 50, 1: 7}}
     skip = json.dumps({"t": {"0": 51, "1": 3}})
     assert json.loads(starting_offsets(skip, committed, {"t": [0, 1]})) == {"t": {"0": 51, "1": 7}}
+
+
+def test_a_configured_offset_ahead_of_the_table_logs_one_warning_with_the_records_it_skips(caplog):
+    committed = {"t": {0: 50, 1: 7}}
+    skip = json.dumps({"t": {"0": 53, "1": 3}})
+    with caplog.at_level(logging.WARNING, logger="floe.ingest"):
+        starting_offsets(skip, committed, {"t": [0, 1]}, "shop.orders")
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [(
+        "WARNING", "table shop.orders: starting_offsets skips records of t/0: committed offset 50, "
+        "configured offset 53, 3 records skipped",
+    )]
+    assert caplog.records[0].table == "shop.orders"
+
+
+def test_a_configured_offset_not_ahead_of_the_table_logs_nothing(caplog):
+    with caplog.at_level(logging.WARNING, logger="floe.ingest"):
+        starting_offsets(json.dumps({"t": {"0": 50}}), {"t": {0: 50}}, {"t": [0, 1]})
+    assert caplog.records == []
 
 
 def test_start_offsets_are_the_configured_ones_when_the_table_has_none():

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
 
+from ingest.changes import ChangeSpec, key_row
 from ingest.kafka_columns import check_kafka_source, header_values, kafka_column, utc_micros
 from ingest.mapping import map_rows
 from table.schema import Schema
 from table.types import (
     BinaryType,
+    DecimalType,
     IcebergType,
     IntegerType,
     ListType,
@@ -63,10 +66,28 @@ def test_key_and_headers_follow_the_column_type() -> None:
     assert errors[3].field == "k" and "not valid UTF-8" in errors[3].reason
     as_long, errors = kafka_column(batch, "headers.n", NestedField(1, "n", LongType()))
     assert as_long[:3] == [2, None, None]
-    assert "header 'n' is not a JSON long" in errors[3].reason
+    assert errors[3].reason.startswith('header \'n\' is string "oops", not a JSON long: Expecting value')
     field, errors = kafka_column(batch, "key.tenant.name", NestedField(1, "t", StringType()))
     assert field[0] == "acme" and field[2] is None
     assert "Kafka key is not JSON" in errors[1].reason
+
+
+def test_a_header_value_that_is_not_json_is_shown_clipped() -> None:
+    batch = kafka_batch().slice(3, 1).drop_columns(["headers"])
+    batch = batch.append_column("headers", pa.array([[{"key": "n", "value": b"x" * 100}]], HEADERS))
+    _, errors = kafka_column(batch, "headers.n", NestedField(1, "n", LongType()))
+    assert f'is string "{"x" * 40}...", not a JSON long' in errors[0].reason
+
+
+def test_a_key_field_is_read_as_deletes_read_keys_connect_wrapper_and_exact_decimals() -> None:
+    wrapped = b'{"schema": {"type": "struct"}, "payload": {"id": 7, "price": 0.1}}'
+    batch = pa.RecordBatch.from_pydict({"key": pa.array([wrapped, b'{"price": 12345678901234567.89}'], pa.binary())})
+    ids, errors = kafka_column(batch, "key.id", NestedField(1, "id", LongType()))
+    assert ids == [7, None] and errors == {}
+    prices, errors = kafka_column(batch, "key.price", NestedField(2, "price", DecimalType(19, 2)))
+    assert prices == [Decimal("0.1"), Decimal("12345678901234567.89")] and errors == {}
+    spec = ChangeSpec("upsert", key_fields=("price",))
+    assert prices == [key_row(k, spec)["price"] for k in batch.column("key").to_pylist()]
 
 
 def test_metadata_columns_land_through_map_rows() -> None:

@@ -188,13 +188,30 @@ def test_a_required_nested_field_the_configuration_lacks_names_its_path():
     assert d.kind is Kind.DROP_COLUMN and d.message().endswith("(ALTER TABLE shop.orders DROP COLUMN customer.tier)")
 
 
-def test_a_renamed_column_is_refused_with_the_statement_that_renames_it():
-    d = only(diff(spec(*BASE), spec(*replaced(BASE, "status", name="state"))))
+def test_a_renamed_required_column_is_refused_with_the_statement_that_renames_it():
+    old = [*BASE, col("code", StringType(), required=True)]
+    d = only(diff(spec(*old), spec(*replaced(old, "code", name="sku"))))
     assert d.kind is Kind.RENAME_COLUMN
-    assert d.message().startswith("column 'status': 'status' (string) in the table, 'state' (string) in the "
+    assert d.message().startswith("column 'code': 'code' (string) in the table, 'sku' (string) in the "
                                   "configuration: Floe does not rename columns")
-    assert "ALTER TABLE shop.orders RENAME COLUMN status TO state, or change the configuration back to 'status'" \
+    assert "ALTER TABLE shop.orders RENAME COLUMN code TO sku, or change the configuration back to 'code'" \
         in d.message()
+
+
+def test_an_optional_column_left_out_next_to_a_new_one_of_its_type_is_kept_and_the_new_one_added():
+    """Not a rename: the left-out optional column is kept (null-filled), the new one is a plain add."""
+    d = only(diff(spec(*BASE), spec(*replaced(BASE, "status", name="state"))))
+    assert (d.kind, d.evolvable, d.path) == (Kind.ADD_COLUMN, True, ("state",))
+    customer = struct(col("name", StringType()), col("level", IntegerType()))
+    d = only(diff(spec(*BASE), spec(*replaced(BASE, "customer", field_type=customer))))
+    assert (d.kind, d.path) == (Kind.ADD_COLUMN, ("customer", "level"))
+
+
+def test_evolving_past_a_left_out_optional_column_keeps_it_and_adds_the_new_one():
+    metadata = table(spec(*BASE))
+    configured = spec(*replaced(BASE, "status", name="state"))
+    schema, _ = evolve_schema(metadata.schema(), metadata.last_column_id, table_differences(metadata, configured))
+    assert {"status", "state"} <= {f.name for f in schema.as_struct().fields}
 
 
 def test_a_gone_and_a_new_column_of_different_types_are_a_kept_column_and_an_add():

@@ -153,6 +153,12 @@ def test_is_secret_key(key: str, secret: bool) -> None:
     assert is_secret_key(key) is secret
 
 
+def test_authorization_headers_and_keystore_keys_are_masked() -> None:
+    assert redact_text("sent Authorization: Basic c2VjcmV0 to the registry") == "sent Authorization: Basic *** to the registry"
+    assert redact_text("ssl.keystore.key=abc") == "ssl.keystore.key=***"
+    assert is_secret_key("ssl.keystore.key") and is_secret_key("Authorization")
+
+
 def test_redact_keeps_structure() -> None:
     value = {"a": [1, {"password": "x", "uri": "http://u:p@h"}], "password": None, "n": 3}
     assert redact(value) == {"a": [1, {"password": MASK, "uri": "http://u:***@h"}], "password": None, "n": 3}

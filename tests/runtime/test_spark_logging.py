@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.logging import SECRET_WORDS
-from runtime.spark_session import _REDACT, QUIET_LOGGERS, _log_config_file, spark_log_config
+from runtime.spark_session import _REDACT_RULES, QUIET_LOGGERS, _log_config_file, spark_log_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,9 +29,10 @@ def test_warn_by_default_info_at_debug_and_the_noise_quiet():
     assert levels == QUIET_LOGGERS
     assert quiet["appender.stderr.layout.alwaysWriteExceptions"] == "false"
     assert "%ex{short.message}" in quiet["appender.stderr.layout.pattern"], "an exception is its message only"
-    assert "\\" not in _REDACT, "a .properties file would eat its backslashes"
+    assert not any("\\" in rule for rules in _REDACT_RULES for rule in rules), "a .properties file eats backslashes"
     loud = properties(spark_log_config(debug=True, json_lines=False))
-    assert loud["rootLogger.level"] == "info" and "%n%replace{%ex}" in loud["appender.stderr.layout.pattern"]
+    loud_pattern = loud["appender.stderr.layout.pattern"]
+    assert loud["rootLogger.level"] == "info" and "%ex}" in loud_pattern[loud_pattern.rindex("%n"):]
 
 
 def test_json_lines_carry_floes_keys_and_error_only_with_an_exception():
@@ -43,8 +43,25 @@ def test_json_lines_carry_floes_keys_and_error_only_with_an_exception():
     assert '"exception": ' in properties(spark_log_config(debug=True, json_lines=True))["appender.stderr.layout.pattern"]
 
 
-def test_the_jvm_redacts_the_words_floe_redacts():
-    assert all(word in _REDACT for word in SECRET_WORDS)
+def jvm_redacted(text: str) -> str:
+    """What the log4j2 rules make of ``text`` (Java's and Python's regex syntax agree on them)."""
+    for regex, replacement in _REDACT_RULES:
+        text = re.sub(regex, replacement.replace("$1", r"\1"), text)
+    return text
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("sasl.jaas.config=secret-1 end", "sasl.jaas.config=*** end"),
+    ("ssl.keystore.key: secret-2, next", "ssl.keystore.key: ***, next"),
+    ('s3.secret-key = "secret 3" end', 's3.secret-key = *** end'),
+    ("api-key=secret-4", "api-key=***"),
+    ("connect to postgresql://floe:secret-5@db:5432/x", "connect to postgresql://floe:***@db:5432/x"),
+    ("Authorization: Basic c2VjcmV0LTY=", "Authorization: *** ***"),
+    ("header Bearer secret-7 sent", "header Bearer *** sent"),
+    ("a plain line about 5 partitions", "a plain line about 5 partitions"),
+])
+def test_the_jvm_rules_mask_what_floe_masks(text: str, expected: str) -> None:
+    assert jvm_redacted(text) == expected
 
 
 def test_the_configuration_lives_in_a_directory_only_this_user_can_write(tmp_path, monkeypatch):

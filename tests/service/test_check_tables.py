@@ -12,10 +12,12 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from commit.catalog import Catalog
-from ingest.table_setup import ensure_table
+from commit.metadata_committer import commit_metadata_change
+from ingest.table_setup import TablePropertyError, ensure_table
 from service.check import check_tables
 from service.cli import EXIT_FAILED, main
 from service.config import FloeConfig, parse_config
@@ -117,6 +119,27 @@ def test_an_upsert_table_that_needs_an_unpartitioned_spec_says_so(tmp_path):
     [result] = check_tables(config)
     assert result.line() == ("ok   table shop.upserts: exists and matches; "
                              "will add an unpartitioned spec for global equality deletes")
+
+
+def test_a_table_property_the_writers_refuse_fails_at_start_not_at_the_first_batch(tmp_path):
+    from service.jobs import table_spec
+
+    CODEC = "write.parquet.compression-codec"
+
+    config = parse_config(config_data(tmp_path, [orders("shop.lzo")]))
+    create_tables(config)
+    with Catalog(config.catalog.connection_uri(), config.catalog.warehouse) as catalog:  # set by another engine
+        commit_metadata_change(
+            catalog, "shop.lzo", lambda loaded, _: loaded.metadata.set_properties({CODEC: "lzo"}),
+            lambda metadata: metadata.properties.get(CODEC) == "lzo", what="property change")
+        [result] = check_tables(config)
+        with pytest.raises(TablePropertyError) as refused:
+            ensure_table(catalog, table_spec(config.tables[0]))
+    assert result.line() == refused.value.detail.join(("FAIL table shop.lzo: ", ""))
+    assert str(refused.value) == (
+        "table shop.lzo: table property 'write.parquet.compression-codec': 'lzo' is not one of ['brotli', 'gzip', "
+        "'lz4', 'none', 'snappy', 'uncompressed', 'zstd']; set it right, or unset it: "
+        "ALTER TABLE shop.lzo UNSET TBLPROPERTIES ('write.parquet.compression-codec')")
 
 
 def test_an_unreadable_table_fails_its_line_only(tmp_path):

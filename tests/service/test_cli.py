@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import subprocess
@@ -181,6 +182,18 @@ def test_inspection_never_creates_a_catalog(tmp_path, capsys):
     assert code == EXIT_FAILED and "the database has no Iceberg catalog tables" in capsys.readouterr().err
     assert sqlite3.connect(empty).execute("select count(*) from sqlite_master").fetchone() == (0,)
 
+    older = tmp_path / "older.db"  # the catalog schema before iceberg_type (a v0 JDBC catalog)
+    with sqlite3.connect(older) as db:
+        db.execute("CREATE TABLE iceberg_tables (catalog_name VARCHAR(255) NOT NULL, table_namespace VARCHAR(255) "
+                   "NOT NULL, table_name VARCHAR(255) NOT NULL, metadata_location VARCHAR(1000), "
+                   "previous_metadata_location VARCHAR(1000), PRIMARY KEY (catalog_name, table_namespace, table_name))")
+        db.execute("CREATE TABLE iceberg_namespace_properties (catalog_name VARCHAR(255) NOT NULL, namespace "
+                   "VARCHAR(255) NOT NULL, property_key VARCHAR(255), property_value VARCHAR(1000), "
+                   "PRIMARY KEY (catalog_name, namespace, property_key))")
+    code = main(["table", "--catalog-uri", f"sqlite:///{older}", "--warehouse", str(tmp_path), "list"])
+    assert code == EXIT_FAILED
+    assert "the catalog database lacks iceberg_tables.iceberg_type (an older" in capsys.readouterr().err
+
 
 def test_a_taken_http_port_is_one_line(tmp_path, capsys):
     import socket
@@ -208,10 +221,18 @@ def test_a_reader_that_goes_away_ends_the_output_quietly(tmp_path):
                           shell=True, capture_output=True, text=True, timeout=120)
     assert done.stdout == "configuration: valid\n"
     assert "Traceback" not in (tmp_path / "err").read_text() and "BrokenPipe" not in (tmp_path / "err").read_text()
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first line: every write fails
+    try:
+        gone = subprocess.run([str(floe), "check", "--show-config", "--config", str(config)], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert (gone.returncode, gone.stderr) == (141, "")
 
 
 @pytest.mark.parametrize("variable,value,allowed", [
-    ("FLOE_LOG_LEVEL", "LOUD", "DEBUG, INFO, WARNING, ERROR, CRITICAL"),
+    ("FLOE_LOG_LEVEL", "LOUD", "DEBUG, INFO, WARNING, ERROR"),
     ("FLOE_LOG_FORMAT", "xml", "auto, text, json"),
 ])
 def test_a_bad_log_variable_is_one_line_naming_it(monkeypatch, capsys, variable, value, allowed):

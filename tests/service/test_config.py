@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
+from ingest.kafka_columns import check_kafka_source
 from service.config import (
     ConfigError,
     FloeConfig,
@@ -292,13 +293,40 @@ def test_json_needs_an_explicit_schema_but_avro_can_derive_it(tmp_path: Path) ->
 def test_metadata_columns_need_a_column_of_a_fitting_type(tmp_path: Path) -> None:
     data = changed(lambda d: d["tables"][0].update(metadata_columns={"name": "offset", "ghost": "topic", "x": "hdr"}))
     assert problems_of(data, tmp_path) == [
-        "tables[0].metadata_columns.x: expected key, timestamp, topic, partition, offset or headers.<name>, got 'hdr'"
+        "tables[0].metadata_columns.x: expected key, key.<path>, headers.<name>, topic, partition, offset or "
+        "timestamp, got 'hdr'"
     ]
     data["tables"][0]["metadata_columns"] = {"name": "offset", "ghost": "headers.trace"}
     assert problems_of(data, tmp_path) == [
-        "tables[0].metadata_columns.ghost: 'ghost' must be a column of the schema, of type string or binary",
-        "tables[0].metadata_columns.name: offset needs a column of type long, got string",
+        "tables[0].metadata_columns.ghost: Kafka metadata column 'ghost' is not a top-level column of the table",
+        "tables[0].metadata_columns.name: column 'name' is string; Kafka offset needs long",
     ]
+
+
+def test_a_metadata_column_ingest_would_refuse_is_refused_by_the_configuration(tmp_path: Path) -> None:
+    """It used to pass ``floe check`` and fail at start-up: Kafka timestamps never land in a long column."""
+    data = changed(lambda d: d["tables"][0].update(metadata_columns={"id": "timestamp"}))
+    assert problems_of(data, tmp_path) == [
+        "tables[0].metadata_columns.id: column 'id' is long; Kafka timestamp needs timestamptz or timestamp"
+    ]
+
+
+@pytest.mark.parametrize("source", ["key", "key.id", "headers.trace", "topic", "partition", "offset", "timestamp"])
+@pytest.mark.parametrize("column_type", ["string", "binary", "long", "int", "timestamptz", "timestamp",
+                                         {"type": "list", "element": "long"}])
+def test_metadata_columns_are_accepted_exactly_when_ingest_accepts_them(
+    tmp_path: Path, source: str, column_type: Any
+) -> None:
+    data = changed(lambda d: d["tables"][0]["schema"].append({"name": "m", "type": column_type}))
+    schema = load_config(write(tmp_path, data), {}).tables[0].iceberg_schema()
+    assert schema is not None
+    data["tables"][0]["metadata_columns"] = {"m": source}
+    try:
+        check_kafka_source(source, "m", schema)
+    except ValueError as exc:
+        assert problems_of(data, tmp_path) == [f"tables[0].metadata_columns.m: {exc}"]
+    else:
+        load_config(write(tmp_path, data), {})
 
 
 def test_duplicate_tables_and_shared_topics(tmp_path: Path) -> None:

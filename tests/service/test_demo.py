@@ -74,3 +74,20 @@ def printed_hints(out: str) -> list[tuple[str, str]]:
             break
         hints.append((label.strip().rstrip(":"), command.strip()))
     return hints
+
+
+def test_the_removal_command_spares_what_was_there_before(tmp_path):
+    from service.demo import removal_command
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / "kafka").mkdir()
+    assert removal_command(fresh, frozenset()) == f"rm -rf {fresh}"
+    mine = tmp_path / "my projects"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    before = frozenset(entry.name for entry in mine.iterdir())
+    (mine / "kafka").mkdir()
+    (mine / "catalog.db").write_text("")
+    assert removal_command(mine, before) == f"rm -rf '{mine}/catalog.db' '{mine}/kafka'"
+

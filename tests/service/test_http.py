@@ -171,3 +171,31 @@ def test_a_fixed_port_can_be_reused_after_stop(registry: CollectorRegistry) -> N
             second.start()
     finally:
         second.stop()
+
+
+def test_a_client_that_hangs_up_mid_answer_leaves_no_traceback(server: OpsServer, capfd, caplog) -> None:
+    """A probe that times out and resets its connection is routine: no traceback on stderr."""
+    import socket
+    import struct
+
+    release, answered = threading.Event(), threading.Event()
+
+    def slow_check() -> tuple[bool, str]:
+        release.wait(10)
+        answered.set()
+        return True, "released"
+
+    server.add_readiness_check("slow", slow_check)
+    client = socket.create_connection(("127.0.0.1", server.port))
+    client.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.2)  # the handler is waiting in the check
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    client.close()  # a reset, not a polite close
+    time.sleep(0.2)
+    with caplog.at_level("DEBUG", logger="service.http"):
+        release.set()
+        assert answered.wait(5)
+        time.sleep(0.5)  # the handler writes its answer into the reset connection
+    assert "Traceback" not in capfd.readouterr().err
+    assert "an HTTP client went away mid-answer" in [r.getMessage() for r in caplog.records]
+    assert all(r.levelname == "DEBUG" for r in caplog.records if r.name == "service.http")

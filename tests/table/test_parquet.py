@@ -352,3 +352,33 @@ def test_an_aborted_fan_out_deletes_closed_partitions_too_and_reports_no_file(tm
     writer.abort()
     assert [n for _, _, names in os.walk(tmp_path) for n in names] == []
     assert writer.close() == []
+    partition = next(iter(split_by_partition(make_batch(0, 5), SCHEMA, spec)))[0]
+    assert writer.write_partition(partition, make_batch(0, 5)) == 0, "an aborted writer counts rows afresh"
+    writer.abort()
+
+
+class _AbortFails:
+    """A partition writer whose files cannot be deleted (the store refused)."""
+
+    def write(self, data) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    def close(self) -> list:
+        return []
+
+    def abort(self) -> None:
+        raise OSError("delete refused")
+
+
+def test_one_failing_abort_does_not_leave_the_other_partitions_files(tmp_path):
+    from table.parquet.partitioned import PartitionedWriter
+
+    io = FileIO.for_location(str(tmp_path))
+    spec = spec_of((9, "identity", "city"))
+    opened = iter([_AbortFails()])
+    writer = PartitionedWriter(SCHEMA, spec, lambda p: next(opened, None) or DataFileWriter(
+        io, str(tmp_path / "data"), SCHEMA, spec, p))
+    assert len(writer.write(make_batch(0, 50))) > 1
+    with pytest.raises(OSError, match="delete refused"):
+        writer.abort()
+    assert [n for _, _, names in os.walk(tmp_path) for n in names] == []
