@@ -11,11 +11,11 @@ restores the table's types (:func:`from_transport`) for the columns of a
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable
 
 import pyarrow as pa
 
-from table.arrow_schema import rebased, type_to_arrow
+from table.arrow_schema import null_mask, rebased, type_to_arrow
 from table.schema import Schema
 from table.types import (
     FixedType,
@@ -57,21 +57,17 @@ def _convert(array: pa.Array, t: IcebergType, leaf: Leaf) -> pa.Array:
     if isinstance(t, StructType):
         children = [_convert(array.field(i), f.field_type, leaf) for i, f in enumerate(t.fields)]
         fields = [pa.field(f.name, c.type) for f, c in zip(t.fields, children)]
-        return pa.StructArray.from_arrays(children, fields=fields, mask=_mask(array))
+        return pa.StructArray.from_arrays(children, fields=fields, mask=null_mask(array))
     if isinstance(t, ListType):
         offsets, (values,) = rebased(array, array.values)
         values = _convert(values, t.element_type, leaf)
-        return pa.ListArray.from_arrays(offsets, values, type=pa.list_(pa.field("element", values.type)), mask=_mask(array))
+        return pa.ListArray.from_arrays(offsets, values, type=pa.list_(pa.field("element", values.type)), mask=null_mask(array))
     if isinstance(t, MapType):
         offsets, (keys, items) = rebased(array, array.keys, array.items)
         keys, items = _convert(keys, t.key_type, leaf), _convert(items, t.value_type, leaf)
-        return pa.MapArray.from_arrays(offsets, keys, items, type=pa.map_(keys.type, items.type), mask=_mask(array))
+        return pa.MapArray.from_arrays(offsets, keys, items, type=pa.map_(keys.type, items.type), mask=null_mask(array))
     assert isinstance(t, PrimitiveType)
     return leaf(array, t)
-
-
-def _mask(array: pa.Array) -> Optional[pa.Array]:
-    return array.is_null() if array.null_count else None
 
 
 def _has_special(t: IcebergType) -> bool:
@@ -140,4 +136,4 @@ def _prune(array: pa.Array, t) -> pa.Array:
         return array
     children = [_prune(array.field(f.name), f.field_type) for f in t.fields]
     return pa.StructArray.from_arrays(children, names=[f.name for f in t.fields],
-                                      mask=array.is_null() if array.null_count else None)
+                                      mask=null_mask(array))

@@ -77,8 +77,8 @@ def check_catalog(config: FloeConfig) -> CheckResult:
                               create=False)
         except NoSuchCatalog as missing:
             return f"not created yet ({missing}); the first 'floe ingest' creates it"
-        namespaces = catalog.list_namespaces()
-        return f"reachable; {len(namespaces)} top-level namespace(s)"
+        with catalog:
+            return f"reachable; {len(catalog.list_namespaces())} top-level namespace(s)"
 
     return _guarded(f"catalog {config.catalog.display_uri}", probe)
 
