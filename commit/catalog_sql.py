@@ -3,9 +3,10 @@
 The two tables and their column types are exactly those of Iceberg Java's
 ``JdbcCatalog`` with its "V1" schema (the one that knows views:
 ``iceberg_type`` is 'TABLE', 'VIEW', or NULL for rows written by V0 clients
-and by pyiceberg, which count as tables). A database created by either of
-them opens in Floe as it is, and the other way round; a V0 database gains the
-``iceberg_type`` column, which Java and pyiceberg both ignore or understand.
+and by pyiceberg before 0.12, which count as tables). A database created by
+either of them opens in Floe as it is, and the other way round; a V0 database
+gains the ``iceberg_type`` column, which Java and pyiceberg both ignore or
+understand.
 
 Statements use ``?`` placeholders and only SQL that SQLite and PostgreSQL
 both run; :mod:`commit.dialects` adapts the placeholders.

@@ -1,7 +1,8 @@
 """The catalog database layout is Iceberg Java's JdbcCatalog (V1) and pyiceberg's SqlCatalog.
 
 pyiceberg's ``SqlCatalog`` is the test oracle: it opens a Floe catalog, and
-Floe opens one that pyiceberg created.
+Floe opens one that pyiceberg created (pyiceberg 0.12 creates the V1 layout),
+and one in the V0 layout of Java's JdbcCatalog and pyiceberg before 0.12.
 """
 
 from __future__ import annotations
@@ -35,13 +36,20 @@ JAVA_NAMESPACE_PROPERTIES = [
     ("property_key", 255, 3, False),
     ("property_value", 1000, 0, False),
 ]
+# Iceberg Java JdbcUtil: V0_CREATE_CATALOG_SQL (no iceberg_type), CREATE_NAMESPACE_PROPERTIES_TABLE_SQL.
+JAVA_V0_CREATE_TABLES = (
+    "CREATE TABLE iceberg_tables(catalog_name VARCHAR(255) NOT NULL,table_namespace VARCHAR(255) NOT NULL,"
+    "table_name VARCHAR(255) NOT NULL,metadata_location VARCHAR(1000),previous_metadata_location VARCHAR(1000),"
+    "PRIMARY KEY (catalog_name, table_namespace, table_name))",
+    "CREATE TABLE iceberg_namespace_properties(catalog_name VARCHAR(255) NOT NULL,namespace VARCHAR(255) NOT NULL,"
+    "property_key VARCHAR(255),property_value VARCHAR(1000),PRIMARY KEY (catalog_name, namespace, property_key))",
+)
 
 
 @pytest.fixture()
 def pyiceberg_catalog(pyiceberg_uri: str, warehouse: Path) -> Iterator[SqlCatalog]:
     """pyiceberg's catalog on a fresh database (pyiceberg creates its own tables)."""
-    if pyiceberg_uri.startswith("sqlite:///"):
-        Path(pyiceberg_uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+    _make_sqlite_directory(pyiceberg_uri)
     catalog = SqlCatalog("floe", uri=pyiceberg_uri, warehouse=warehouse.as_uri())
     yield catalog
     catalog.close()
@@ -122,8 +130,44 @@ def test_floe_opens_a_pyiceberg_catalog(pyiceberg_catalog: SqlCatalog, catalog_u
     pyiceberg_catalog.create_namespace("empty")
     arrow_schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
     created = pyiceberg_catalog.create_table("ns.events", schema=arrow_schema)
-    assert "iceberg_type" not in {c[0] for c in _raw_columns(run_sql, catalog_uri)}  # pyiceberg's V0 layout
+    # pyiceberg 0.12 creates the V1 layout and marks its rows as tables.
+    assert run_sql("SELECT table_name, iceberg_type FROM iceberg_tables") == [("events", "TABLE")]
 
+    moved = _floe_reads_and_swaps(catalog_uri, warehouse, created)
+    assert pyiceberg_catalog.load_table("ns.events").metadata_location == moved
+    assert pyiceberg_catalog.list_tables("ns") == [("ns", "events")]
+
+
+def test_floe_opens_a_v0_catalog_and_migrates_it_in_place(pyiceberg_uri: str, catalog_uri: str, warehouse: Path,
+                                                          run_sql: Callable[..., Any]) -> None:
+    _make_sqlite_directory(pyiceberg_uri)
+    for statement in JAVA_V0_CREATE_TABLES:
+        run_sql(statement)
+    v0_client = SqlCatalog("floe", uri=pyiceberg_uri, warehouse=warehouse.as_uri())  # works in its v0 mode
+    try:
+        v0_client.create_namespace("ns", {"owner": "pyiceberg"})
+        v0_client.create_namespace("empty")
+        arrow_schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
+        created = v0_client.create_table("ns.events", schema=arrow_schema)
+        assert "iceberg_type" not in {c[0] for c in _raw_columns(run_sql, catalog_uri)}
+
+        moved = _floe_reads_and_swaps(catalog_uri, warehouse, created)
+
+        assert "iceberg_type" in {c[0] for c in _raw_columns(run_sql, catalog_uri)}  # migrated to V1 in place
+        assert run_sql("SELECT table_name, iceberg_type FROM iceberg_tables") == [("events", None)]
+        assert v0_client.load_table("ns.events").metadata_location == moved
+    finally:
+        v0_client.close()
+    v1_client = SqlCatalog("floe", uri=pyiceberg_uri, warehouse=warehouse.as_uri())  # sees the V1 layout
+    try:
+        assert v1_client.load_table("ns.events").metadata_location == moved  # a NULL type is a table
+        assert v1_client.list_tables("ns") == [("ns", "events")]
+    finally:
+        v1_client.close()
+
+
+def _floe_reads_and_swaps(catalog_uri: str, warehouse: Path, created: Any) -> str:
+    """Floe lists and loads what pyiceberg created, then moves ``ns.events`` to a new metadata file."""
     with Catalog(catalog_uri, str(warehouse)) as floe:
         assert floe.list_namespaces() == [("empty",), ("ns",)]
         assert floe.load_namespace_properties("ns") == {"owner": "pyiceberg"}
@@ -137,10 +181,12 @@ def test_floe_opens_a_pyiceberg_catalog(pyiceberg_catalog: SqlCatalog, catalog_u
         moved = location.rsplit("/", 1)[0] + f"/00001-{uuid.uuid4()}.metadata.json"
         shutil.copyfile(location.removeprefix("file://"), moved.removeprefix("file://"))
         floe.swap_metadata_location("ns.events", location, moved)
+    return moved
 
-    assert "iceberg_type" in {c[0] for c in _raw_columns(run_sql, catalog_uri)}  # migrated to V1 in place
-    assert pyiceberg_catalog.load_table("ns.events").metadata_location == moved
-    assert pyiceberg_catalog.list_tables("ns") == [("ns", "events")]
+
+def _make_sqlite_directory(uri: str) -> None:
+    if uri.startswith("sqlite:///"):
+        Path(uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
 
 
 def _raw_columns(run_sql: Callable[..., Any], uri: str) -> list[tuple[Any, ...]]:

@@ -8,7 +8,7 @@ rows of tables Floe committed with data and delete files:
   reads a table fed by ``commit_batch`` with upserts (equality deletes) and a
   position delete;
 * pyiceberg's ``SqlCatalog`` reads a table with position deletes (pyiceberg
-  0.10 cannot apply equality deletes, so it is not given any).
+  0.12 cannot apply equality deletes, so it is not given any).
 """
 
 from __future__ import annotations

@@ -163,8 +163,8 @@ def test_partition_type_matches_pyiceberg():
         *(opart.PartitionField(f.source_id, f.field_id, otr.parse_transform(str(f.transform)), f.name) for f in spec.fields),
         spec_id=0,
     ).partition_type(ORACLE_SCHEMA)
-    # pyiceberg 0.10 marks fields of required sources required; Java and the
-    # spec keep every partition field optional (asserted above).
+    # pyiceberg (still in 0.12) marks fields of required sources required;
+    # Java and the spec keep every partition field optional (asserted above).
     assert [(f.field_id, f.name, str(f.field_type)) for f in ours.fields] == [
         (f.field_id, f.name, str(f.field_type)) for f in theirs.fields
     ]

@@ -167,14 +167,15 @@ def test_position_deletes_read_like_pyiceberg(tmp_path: Any) -> None:
 
 
 def test_position_deletes_apply_to_rows_added_in_the_same_commit(tmp_path: Any) -> None:
-    # Spec: data sequence number <= the delete's. (pyiceberg 0.10 only applies
-    # position deletes with a strictly greater sequence number, so it is not
-    # the oracle here.)
+    # Spec: data sequence number <= the delete's. (pyiceberg 0.10 only applied
+    # position deletes with a strictly greater sequence number; 0.12 follows
+    # the spec.)
     table = _Table(tmp_path, spec=BY_CATEGORY)
     a = table.write_data([(1, "a", 1), (2, "a", 2)], partition=("a",))
     same_commit = table.write_positions([(a.file_path, 0)], partition=("a",))
-    table.commit_and_write(data=[a], deletes=[same_commit])
+    metadata_path = table.commit_and_write(data=[a], deletes=[same_commit])
     assert _rows(table.scan().to_arrow()) == [(2, "a", 2)]
+    assert _pyiceberg_rows(metadata_path) == [(2, "a", 2)]
 
 
 def test_filter_and_projection_read_like_pyiceberg(tmp_path: Any) -> None:

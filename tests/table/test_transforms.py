@@ -113,16 +113,6 @@ def test_nan_hashes_canonically():
     assert bucket_hash(DoubleType(), other_nan) == bucket_hash(DoubleType(), math.nan)
 
 
-def _pyiceberg_decimal_bug(value: Any) -> bool:
-    """pyiceberg 0.10 encodes unscaled -2**(8k-1) in one byte too many
-    (apache/iceberg-python#3522), so it is no oracle for those values."""
-    if not isinstance(value, Decimal):
-        return False
-    sign, digits, _ = value.as_tuple()
-    unscaled = int("".join(map(str, digits))) if sign else 0
-    return unscaled > 0 and unscaled & (unscaled - 1) == 0 and unscaled.bit_length() % 8 == 0
-
-
 def test_decimal_bucket_uses_minimal_bytes_for_negative_powers_of_two():
     # -1.28 has unscaled -128 = 0x80 (one byte); Java/Spark put it in bucket 13.
     assert BucketTransform(16).apply(DecimalType(5, 2), dec("-1.28")) == 13
@@ -455,7 +445,6 @@ def test_apply_matches_pyiceberg(ours, theirs, source, data):
     if isinstance(ours, TruncateTransform) and isinstance(value, int):
         # Java (and we) wrap around below the minimum; pyiceberg does not.
         assume(value - value % ours.width >= (INT_MIN if isinstance(t, IntegerType) else LONG_MIN))
-    assume(not _pyiceberg_decimal_bug(value))
     assert ours.apply(t, value) == theirs.transform(pt)(value)
 
 
@@ -496,10 +485,7 @@ def _from_arrow_value(source: str, transform: Transform, value: Any) -> Any:
 
 def _core_comparable(pair: tuple[Transform, Any, str]) -> bool:
     ours, _, source = pair
-    # pyiceberg-core 0.6 hashes decimals without their minimal two's-complement
-    # form (apache/iceberg-rust#1981): pyiceberg's Python path is the oracle there.
-    decimal_bucket = isinstance(ours, BucketTransform) and source == "decimal"
-    return not (isinstance(ours, IdentityTransform) or source in ("uuid", "fixed") or decimal_bucket)
+    return not (isinstance(ours, IdentityTransform) or source in ("uuid", "fixed"))
 
 
 @pytest.mark.parametrize(
