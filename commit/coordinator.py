@@ -16,10 +16,11 @@ holds.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from commit.catalog import Catalog
 from commit.errors import InvalidArgument
@@ -35,6 +36,7 @@ from commit.exactly_once import (
     committed_offsets,
 )
 from commit.identifiers import TableIdentifierLike
+from commit.key_index.operation import KeyIndexUpdate, WithKeyIndex
 from commit.metadata_committer import BeforeCommit
 from commit.operations.fast_append import FastAppend
 from commit.operations.row_delta import RowDelta
@@ -42,6 +44,8 @@ from commit.snapshot_producer import SnapshotOperation, SnapshotProducer
 from table.io import FileIO
 from table.manifest import DataFile
 from table.metadata import MAIN_BRANCH, Snapshot
+
+log = logging.getLogger(__name__)
 
 
 class BatchCommitStatus(str, Enum):
@@ -78,6 +82,8 @@ def commit_batch(
     io: Optional[FileIO] = None,
     before_commit: Optional[BeforeCommit] = None,
     sleep: Callable[[float], None] = time.sleep,
+    index_update: Optional[KeyIndexUpdate] = None,
+    referenced_data_files: Iterable[str] = (),
 ) -> BatchCommitResult:
     """Commit batch ``batch_id`` of ``writer_id`` unless the branch already holds it.
 
@@ -89,12 +95,20 @@ def commit_batch(
     :class:`StaleWriter`, a validation error, :class:`CommitConflict` when
     retries ran out, :class:`CommitStateUnknown` when the outcome cannot be
     checked (then call again: the batch check settles it).
+
+    ``index_update`` moves the table's key index in the same swap
+    (:mod:`commit.key_index.operation`); the index files it no longer uses
+    are deleted once the commit has landed. ``referenced_data_files``: the
+    data files the position deletes point at, which must still be live
+    (Java's ``validateDataFilesExist``; a delete file's bounds name only one).
     """
     extra = dict(snapshot_properties or {})
     clashing = sorted(BATCH_KEYS & extra.keys())
     if clashing:
         raise InvalidArgument(f"snapshot properties {clashing} are set by commit_batch itself")
-    guard = BatchGuard(_operation(data_files, delete_files, fast_append), writer_id, batch_id, offsets)
+    operation = _operation(data_files, delete_files, fast_append, referenced_data_files)
+    indexed = None if index_update is None else WithKeyIndex(operation, index_update)
+    guard = BatchGuard(indexed or operation, writer_id, batch_id, offsets)
     producer = SnapshotProducer(
         catalog,
         identifier,
@@ -114,13 +128,26 @@ def commit_batch(
         if left:
             error.add_note(f"batch {batch_id} of writer {writer_id!r}: files written by this commit and kept: {left}")
         raise
+    if indexed is not None:
+        _delete_obsolete(indexed.obsolete)
     return BatchCommitResult(BatchCommitStatus.COMMITTED, snapshot, guard.attempts)
 
 
-def _operation(data_files: Sequence[DataFile], delete_files: Sequence[DataFile], fast_append: bool) -> SnapshotOperation:
+def _delete_obsolete(paths: Sequence[str]) -> None:
+    """Index files the new index no longer names: nothing reads them once the commit has landed."""
+    if not paths:
+        return
+    try:
+        FileIO.for_location(paths[0]).delete_many(paths)
+    except Exception as error:  # the commit has landed: a leftover file is only garbage
+        log.warning("could not delete %d replaced key index files: %s", len(paths), error)
+
+
+def _operation(data_files: Sequence[DataFile], delete_files: Sequence[DataFile], fast_append: bool,
+               referenced_data_files: Iterable[str] = ()) -> SnapshotOperation:
     if fast_append and not delete_files:
         return FastAppend(data_files)
-    return RowDelta(data_files, delete_files)
+    return RowDelta(data_files, delete_files, referenced_data_files=referenced_data_files)
 
 
 def batch_status(

@@ -29,7 +29,7 @@ pure: no file is read, only snapshot summaries in the metadata.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Iterable, Iterator, Mapping, Optional
 
@@ -359,4 +359,4 @@ class BatchGuard(SnapshotOperation):
 
     def produce(self, attempt: Attempt) -> Produced:
         produced = self.inner.produce(attempt)
-        return Produced(produced.manifests, {**produced.summary, **self.summary})
+        return replace(produced, summary={**produced.summary, **self.summary})

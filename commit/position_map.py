@@ -25,6 +25,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Hashable, Iterable, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -83,6 +84,19 @@ class FilePositions:
             found.append((self.run_files[run], self.run_starts[run] + index - self.run_offsets[run]))
         return found
 
+    def relocate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(new file index, new position) of each old position, vectorized; index -1 for non-survivors."""
+        if not self.run_offsets:
+            return np.full(len(positions), -1, dtype=np.int64), np.zeros(len(positions), dtype=np.int64)
+        index = pc.index_in(pa.array(positions, pa.int64()), value_set=self.survivors)
+        found = index.is_valid().to_numpy(zero_copy_only=False)
+        at = index.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        offsets = np.asarray(self.run_offsets, dtype=np.int64)
+        run = np.searchsorted(offsets, at, side="right") - 1
+        files = np.where(found, np.asarray(self.run_files, dtype=np.int64)[run], -1)
+        moved = np.asarray(self.run_starts, dtype=np.int64)[run] + at - offsets[run]
+        return files, np.where(found, moved, 0)
+
 
 @dataclass(frozen=True)
 class PositionMap:
@@ -101,6 +115,24 @@ class PositionMap:
             for file_index, new_pos in self.files[old_path].locate(positions):
                 result[self.new_files[file_index]].add(new_pos)
         return {path: sorted(positions) for path, positions in sorted(result.items())}
+
+    def relocate(self, paths: pa.Array, positions: pa.Array) -> tuple[pa.Array, pa.Array]:
+        """Where the rows at ``(paths[i], positions[i])`` are after this rewrite (the key index's remap).
+
+        Rows of files this map did not rewrite keep their location. Rows of a
+        rewritten file that were not written out (already deleted when the
+        group was read) get a null path and position: they are nowhere.
+        """
+        new_paths = np.array(paths.to_pylist(), dtype=object)
+        new_positions = positions.to_numpy(zero_copy_only=False).astype(np.int64, copy=True)
+        gone = np.zeros(len(new_paths), dtype=bool)
+        for old_path in set(pc.unique(paths).to_pylist()) & self.files.keys():
+            rows = np.flatnonzero(new_paths == old_path)
+            files, moved = self.files[old_path].relocate(new_positions[rows])
+            gone[rows] = files < 0
+            new_paths[rows] = [self.new_files[f] if f >= 0 else None for f in files]
+            new_positions[rows] = moved
+        return pa.array(new_paths, pa.string()), pa.array(new_positions, pa.int64(), mask=gone)
 
 
 # --------------------------------------------------------------------------

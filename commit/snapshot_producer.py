@@ -70,6 +70,9 @@ class ManifestOutput:
         self._snapshot_id = snapshot_id
         self._count = 0
 
+    def track(self, path: str) -> str:
+        return self._files.add(path)
+
     def write(
         self,
         base: TableMetadata,
@@ -114,6 +117,10 @@ class Attempt:
     def write_manifest(self, spec_id: int, content: ManifestContent, entries: Iterable[ManifestEntry]) -> ManifestFile:
         return self.manifests.write(self.base, self.base.spec_by_id(spec_id), content, entries)
 
+    def track(self, path: str) -> str:
+        """Record a file this attempt is about to write: deleted unless the commit uses it (:attr:`Produced.files`)."""
+        return self.manifests.track(path)
+
 
 @dataclass(frozen=True)
 class Produced:
@@ -121,6 +128,10 @@ class Produced:
 
     manifests: list[ManifestFile]
     summary: Mapping[str, str]
+    properties: Mapping[str, str] = field(default_factory=dict)
+    """Table properties the snapshot's metadata sets with it (the key index's pointer)."""
+    files: tuple[str, ...] = ()
+    """Other files the attempt wrote that the committed metadata uses (kept, as its manifests are)."""
 
 
 class SnapshotOperation(ABC):
@@ -183,6 +194,7 @@ class SnapshotProducer:
         self._files: Optional[CommitFiles] = None
         self._output: Optional[ManifestOutput] = None
         self._lists: dict[str, list[ManifestFile]] = {}  # manifest list -> its manifests
+        self._extra: dict[str, tuple[str, ...]] = {}  # manifest list -> other files its attempt produced
 
     def written_files(self) -> list[str]:
         """Files this producer wrote and has not deleted: after a crash, the orphans."""
@@ -224,7 +236,9 @@ class SnapshotProducer:
             summary={OPERATION: self.operation.operation, **summary},
             schema_id=base.current_schema_id,
         )
-        return base.add_snapshot(snapshot).set_branch(self.branch, self.snapshot_id)
+        self._extra[list_path] = produced.files
+        metadata = base.add_snapshot(snapshot).set_branch(self.branch, self.snapshot_id)
+        return metadata.set_properties(produced.properties) if produced.properties else metadata
 
     def _attempt(self, base: TableMetadata, number: int) -> Attempt:
         assert self._files is not None
@@ -264,4 +278,5 @@ class SnapshotProducer:
         if committed is None:  # cannot tell which manifests are in use: keep them all
             log.warning("committed manifest list %s is not one this commit wrote", snapshot.manifest_list)
             return None
-        return {result.location, snapshot.manifest_list, *(m.manifest_path for m in committed)}
+        extra = self._extra.get(snapshot.manifest_list, ())
+        return {result.location, snapshot.manifest_list, *(m.manifest_path for m in committed), *extra}

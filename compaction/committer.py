@@ -38,13 +38,14 @@ import pyarrow as pa
 from commit.catalog import Catalog
 from commit.errors import CatalogError, CommitStateUnknown
 from commit.identifiers import TableIdentifierLike, to_table_identifier
+from commit.key_index.operation import WithRemaps
 from commit.metadata_committer import BeforeCommit
 from commit.operations.errors import MissingFiles, RewriteConflict, ValidationException
 from commit.operations.rewrite_files import RewriteFiles
 from commit.operations.validation import Change, new_deletes_for, snapshots_since
+from commit.position_map import PositionMap, read_position_map
 from commit.snapshot_producer import SnapshotProducer
 from compaction.planner import FileGroup
-from compaction.position_map import PositionMap, read_position_map
 from compaction.rewriter import GroupRewrite, RewriteStatus
 from table.deletes.positions import deleted_positions, referenced_data_files
 from table.deletes.writers import PositionDeleteWriter
@@ -206,6 +207,7 @@ class _BatchCommit:
         self.concurrent_position_deletes: dict[str, DataFile] = {}
         self.gone_deletes: set[str] = set()
         self.rounds = 0
+        self.remaps: Optional[WithRemaps] = None
 
     def run(self) -> BatchCommit:
         while self.pending:
@@ -252,10 +254,13 @@ class _BatchCommit:
             keep_starting_sequence_number=ctx.use_starting_sequence_number,
             data_sequence_number=ctx.starting_snapshot.sequence_number if ctx.use_starting_sequence_number else None,
         )
+        maps = [(p.rewritten.rewrite.position_map_path, tuple(sorted(p.rewritten.replaced_paths)))
+                for p in pending if p.rewritten.rewrite.position_map_path]
+        self.remaps = WithRemaps(operation, maps)
         producer = SnapshotProducer(
             ctx.catalog,
             self.owner.identifier,
-            operation,
+            self.remaps,
             io=ctx.io,
             before_commit=ctx.before_commit,
             snapshot_properties={RUN_ID_PROPERTY: ctx.run_id},
@@ -292,6 +297,7 @@ class _BatchCommit:
             self.owner.replaced |= p.rewritten.replaced_paths
         self.owner.removed_deletes |= set(replaced_deletes)
         self._drop_position_maps(self.pending.values())
+        self._drop_obsolete_index_files()
         log.info(
             "committed rewritten file groups",
             extra={
@@ -339,6 +345,15 @@ class _BatchCommit:
 
     def _ordered(self) -> tuple[GroupCommit, ...]:
         return tuple(self.outcomes[g] for g in sorted(self.outcomes))
+
+    def _drop_obsolete_index_files(self) -> None:
+        """Remaps every key index bucket has folded in: the landed commit no longer names them."""
+        if self.remaps is None or not self.remaps.obsolete:
+            return
+        try:
+            self.ctx.io.delete_many(self.remaps.obsolete)
+        except Exception as error:  # the commit has landed: a leftover is only garbage
+            log.warning("could not delete %d folded key index remaps: %s", len(self.remaps.obsolete), error)
 
     def _drop_position_maps(self, pending: Iterable[_Pending]) -> None:
         paths = [p.rewritten.rewrite.position_map_path for p in pending]

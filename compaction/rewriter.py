@@ -4,7 +4,7 @@ The group's data files are read by the merge-on-read reader (by field id, in
 the table's current schema, deletes applied), with each row's original
 position alongside (the ``_pos`` metadata column): the compactor needs it to
 carry later position deletes over to the new files
-(:mod:`compaction.position_map`). Rows are written by the table's
+(:mod:`commit.position_map`). Rows are written by the table's
 partitioned writer in the current partition spec, so data of an older spec
 is re-partitioned, and files roll at ``write_max_file_size`` as Iceberg's
 rewrite does; every other writer option is the table's own.
@@ -27,7 +27,7 @@ from enum import Enum
 from typing import Any, Optional, Protocol, Sequence
 
 from compaction.planner import FileGroup
-from compaction.position_map import PositionMapBuilder, write_position_map
+from commit.position_map import PositionMapBuilder, write_position_map
 from table.deletes.equality import DeleteKeyCache
 from table.errors import ValidationError
 from table.expressions import ALWAYS_TRUE

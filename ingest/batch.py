@@ -38,15 +38,28 @@ from commit.catalog import Catalog
 from commit.coordinator import BatchCommitResult, commit_batch
 from commit.errors import CommitStateUnknown
 from commit.exactly_once import BatchStatus, branch_history, check_batch
+from commit.key_index.bucket import BucketChange
+from commit.key_index.manifest import KeyIndexConflict, KeyIndexStale
+from commit.operations.errors import MissingReferencedDataFiles
 from ingest.arrow_udf import map_in_arrow
 from ingest.dead_letter_task import SENT_DDL, DeadLetterTarget, decode_and_send
 from ingest.dead_letters import DeadLetterDeliveryError
 from ingest.direct import DirectTask, decode_and_write
-from ingest.frame import PKEY_COLUMN, FrameSpec, decode_frame, frame_spark_schema, reads_headers
+from ingest.frame import BUCKET_COLUMN, PKEY_COLUMN, FrameSpec, decode_frame, frame_spark_schema, reads_headers
 from ingest.job import IngestJob, TableSpec
 from ingest.metrics import IngestMetrics
 from ingest.planning import MAX_TIMESTAMPS, BatchStats, batch_stats, encode_timestamps, replayed_records
 from ingest.reduce import key_column, reduce_to_latest
+from ingest.upsert_index import (
+    IndexStart,
+    index_update,
+    lookup_previous_rows,
+    plan_index,
+    read_index_changes,
+    read_referenced,
+    write_index_segments,
+    write_indexed,
+)
 from ingest.writer import (
     WRITTEN_DDL,
     BatchFiles,
@@ -137,7 +150,19 @@ class BatchProcessor:
                  extra={"table": self._table.identifier, "files": files, **vars(outcome)})
 
     def process(self, df: Any, batch_id: int) -> BatchOutcome:
+        """Write and commit the batch; written again on a newer snapshot when the key index raced (bounded)."""
         started = time.monotonic()
+        for redo in range(MAX_INDEX_REDOS + 1):
+            try:
+                return self._process_once(df, batch_id, started)
+            except IndexRaced as raced:
+                if redo == MAX_INDEX_REDOS:
+                    raise raced.error
+                log.warning("batch %d: %s; writing it again on the new snapshot", batch_id, raced.error,
+                            extra={"table": self._table.identifier, "batch_id": batch_id})
+        raise AssertionError("unreachable")
+
+    def _process_once(self, df: Any, batch_id: int, started: float) -> BatchOutcome:
         ident = self._table.identifier
         metadata = self._catalog.load_table(ident).metadata
         check = check_batch(branch_history(metadata), self.writer_id, batch_id, None)
@@ -148,31 +173,71 @@ class BatchProcessor:
             return BatchOutcome(batch_id, "skipped", records=records,
                                 snapshot_id=check.committed.snapshot.snapshot_id,
                                 duration_s=time.monotonic() - started)
-        written, stats = self._write(df, metadata)
+        written, stats, index = self._write(df, metadata)
         if stats.empty:
+            _delete_files(metadata, _index_paths(index))
             self._metrics.batch_empty(ident)
             return BatchOutcome(batch_id, "empty", duration_s=time.monotonic() - started)
         if stats.bad_records:
             try:
                 self._dead_letters(df, stats)
             except BaseException as error:
-                _delete_files(metadata, written.paths, error)
+                _delete_files(metadata, written.paths + _index_paths(index), error)
                 raise
-        return self._finish(batch_id, stats, written, metadata, started)
+        return self._finish(batch_id, stats, written, metadata, started, index)
 
     # -- steps -------------------------------------------------------------------
 
-    def _write(self, df: Any, metadata: TableMetadata) -> tuple[BatchFiles, BatchStats]:
-        """The one Spark job of the batch: its files and its aggregate."""
+    def _write(self, df: Any, metadata: TableMetadata) -> tuple[BatchFiles, BatchStats, Optional[BatchIndex]]:
+        """The one Spark job of the batch: its files, its aggregate and (position strategy) its index change."""
         source = df if reads_headers(self._table.decode) else df.drop("headers")  # headers are slow to ship
         fail = self._table.bad_records == "fail"
+        index = None
         if direct_path(metadata, self._table.mode):
             write = WriteTask.for_table(metadata, (), clustered=False, sorted_by_order=False)
             task = DirectTask(self._table.decode, write, self._table.identifier, fail)
             out = map_in_arrow(source, partial(decode_and_write, task=task), WRITTEN_DDL).toArrow()
+        elif self._position_deletes(metadata):
+            start = plan_index(FileIO.for_location(metadata.location), metadata, self._equality_ids(metadata),
+                               self._table.identifier)
+            try:
+                out = self._indexed(source, metadata, fail, start)
+            except BaseException as error:
+                _delete_files(metadata, start.paths, error)
+                raise
+            index = BatchIndex(start, read_index_changes(out), read_referenced(out))
         else:
             out = self._shuffled(source, metadata, fail)
-        return read_written(out), batch_stats(read_stats(out))
+        return read_written(out), batch_stats(read_stats(out)), index
+
+    def _position_deletes(self, metadata: TableMetadata) -> bool:
+        """Whether this upsert batch deletes previous rows by position (``floe.upsert.delete-strategy``)."""
+        return self._table.mode == "upsert" and properties.UPSERT_DELETE_STRATEGY.read(metadata.properties) == "position"
+
+    def _indexed(self, source: Any, metadata: TableMetadata, fail: bool, start: IndexStart) -> Any:
+        """The batch's job under the position strategy (:mod:`ingest.upsert_index`): one linear plan."""
+        from pyspark.sql import functions as F
+
+        spec = metadata.spec()
+        frame_spec = FrameSpec(self._table.decode, json.dumps(spec.to_json()) if spec.fields else "", True, fail,
+                               self._table.identifier, index_buckets=start.manifest.buckets,
+                               key_ids=start.plan.key_ids)
+        schema = self._table.decode.table_schema()
+        frame_schema = frame_spark_schema(schema)
+        rows = map_in_arrow(source, partial(decode_frame, frame=frame_spec), frame_schema)
+        rows = reduce_to_latest(rows.repartition(F.col(BUCKET_COLUMN)), self._table.key_fields(), [BUCKET_COLUMN])
+        rows = map_in_arrow(rows, partial(lookup_previous_rows, plan=start.plan), frame_schema)
+        if spec.fields:
+            rows = rows.repartition(F.col(PKEY_COLUMN))
+        order, sortable = sort_columns(metadata)
+        keys = ([F.col(PKEY_COLUMN)] if spec.fields else []) + order
+        if keys:
+            rows = rows.sortWithinPartitions(*keys)
+        task = WriteTask.for_table(metadata, (), clustered=bool(spec.fields), sorted_by_order=sortable and bool(order))
+        written = map_in_arrow(rows, partial(write_indexed, task=task, plan=start.plan), WRITTEN_DDL)
+        segments = map_in_arrow(written.repartition(F.col("bucket")), partial(write_index_segments, plan=start.plan),
+                                WRITTEN_DDL)
+        return segments.toArrow()
 
     def _shuffled(self, source: Any, metadata: TableMetadata, fail: bool) -> Any:
         from pyspark.sql import functions as F
@@ -212,15 +277,15 @@ class BatchProcessor:
             raise DeadLetterDeliveryError(f"{sent} dead letters acknowledged by Kafka, {stats.bad_records} expected")
 
     def _finish(self, batch_id: int, stats: BatchStats, written: BatchFiles, metadata: TableMetadata,
-                started: float) -> BatchOutcome:
+                started: float, index: Optional[BatchIndex] = None) -> BatchOutcome:
         """Commit the batch's files and account for it."""
         ident = self._table.identifier
         commit_started = time.monotonic()
-        result = self._commit(batch_id, stats, written, metadata)
+        result = self._commit(batch_id, stats, written, metadata, index)
         commit_s = time.monotonic() - commit_started
         duration = time.monotonic() - started
         if not result.committed:
-            _delete_files(metadata, written.paths)  # a concurrent replica landed this batch first
+            _delete_files(metadata, written.paths + _index_paths(index))  # a concurrent replica landed it first
             self._metrics.batch_skipped(ident, stats.records, duration)
             return BatchOutcome(batch_id, "skipped", stats.records, stats.rows, 0, stats.bad_records,
                                 attempts=result.attempts, snapshot_id=result.snapshot.snapshot_id, duration_s=duration)
@@ -235,18 +300,23 @@ class BatchProcessor:
                             result.snapshot.snapshot_id, duration)
 
     def _commit(self, batch_id: int, stats: BatchStats, written: BatchFiles,
-                metadata: TableMetadata) -> BatchCommitResult:
+                metadata: TableMetadata, index: Optional[BatchIndex] = None) -> BatchCommitResult:
+        ident = self._table.identifier
         try:
             return commit_batch(
-                self._catalog, self._table.identifier, self.writer_id, batch_id, stats.offsets,
+                self._catalog, ident, self.writer_id, batch_id, stats.offsets,
                 written.data_files, written.delete_files,
                 fast_append=self._table.mode == "append",
                 snapshot_properties={MAX_TIMESTAMPS: encode_timestamps(stats.max_timestamps)},
+                index_update=None if index is None else index_update(index.start, index.changes, ident),
+                referenced_data_files=() if index is None else index.referenced,
             )
         except CommitStateUnknown:
             raise  # the files may be in the table now: keep them
         except BaseException as error:
-            _delete_files(metadata, written.paths, error)
+            _delete_files(metadata, written.paths + _index_paths(index), error)
+            if index is not None and isinstance(error, INDEX_RACES):
+                raise IndexRaced(error) from error
             raise
 
     def _equality_ids(self, metadata: TableMetadata) -> tuple[int, ...]:
@@ -293,12 +363,43 @@ def sort_columns(metadata: TableMetadata) -> tuple[list[Any], bool]:
     return columns, True
 
 
+MAX_INDEX_REDOS = 3
+INDEX_RACES = (MissingReferencedDataFiles, KeyIndexConflict, KeyIndexStale)
+"""Commit failures after which a position-strategy batch is written again on the new snapshot: a
+compaction rewrote a file its deletes point at, or the key index moved in a way it cannot rebase on."""
+
+
+class IndexRaced(Exception):
+    """The batch's commit lost to a concurrent change of the key index or of the files it points at."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+@dataclass(frozen=True)
+class BatchIndex:
+    """The key index a position-strategy batch started from, and the segments it wrote."""
+
+    start: IndexStart
+    changes: list[BucketChange]
+    referenced: frozenset[str] = frozenset()
+
+    @property
+    def paths(self) -> list[str]:
+        return self.start.paths + [c.segment.path for c in self.changes]
+
+
+def _index_paths(index: Optional[BatchIndex]) -> list[str]:
+    return [] if index is None else index.paths
+
+
 def _delete_files(metadata: TableMetadata, paths: list[str], error: Optional[BaseException] = None) -> None:
     """Delete a batch's uncommitted files; a failure to do so is noted on ``error`` or raised."""
     if not paths:
         return
     try:
-        FileIO.for_location(metadata.location).delete_many(paths)
+        FileIO.for_location(paths[0]).delete_many(paths)
     except Exception as cleanup:
         if error is None:
             raise

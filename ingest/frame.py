@@ -40,6 +40,8 @@ from typing import Any, Iterator, Mapping, Optional
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from commit.key_index.buckets import key_buckets
+from commit.key_index.segments import keys_of
 from ingest.changes import ChangeKind
 from ingest.decode_batch import (
     KAFKA_TIMESTAMP_COLUMN,
@@ -58,6 +60,9 @@ from table.schema import Schema
 TOPIC_COLUMN = "_floe_topic"
 PKEY_COLUMN = "_floe_pkey"
 STATS_COLUMN = "_floe_stats"
+BUCKET_COLUMN = "_floe_bucket"
+DELETE_FILE_COLUMN = "_floe_delete_file"
+DELETE_POS_COLUMN = "_floe_delete_pos"
 
 INTERNAL_TRANSPORT = (
     pa.field(OP_COLUMN, pa.int8()),
@@ -67,6 +72,9 @@ INTERNAL_TRANSPORT = (
     pa.field(TOPIC_COLUMN, pa.string()),
     pa.field(PKEY_COLUMN, pa.binary()),
     pa.field(STATS_COLUMN, pa.binary()),
+    pa.field(BUCKET_COLUMN, pa.int32()),
+    pa.field(DELETE_FILE_COLUMN, pa.string()),
+    pa.field(DELETE_POS_COLUMN, pa.int64()),
 )
 _PKEY_SEPARATOR = b"\x1f"
 _PKEY_NULL = b"\x00"
@@ -174,6 +182,8 @@ class FrameSpec:
     ``keyed_deletes``: deletes get a partition key too (every partition source
     column is a key column); otherwise a delete's key is null.
     ``fail_on_bad_records`` raises at the first bad record (``table`` names it).
+    ``index_buckets``: with the position delete strategy, each row's key index
+    bucket (of key fields ``key_ids``) goes in ``_floe_bucket``.
     """
 
     decode: DecodeSpec
@@ -181,6 +191,8 @@ class FrameSpec:
     keyed_deletes: bool = False
     fail_on_bad_records: bool = False
     table: str = ""
+    index_buckets: int = 0
+    key_ids: tuple[int, ...] = ()
 
     @property
     def headers(self) -> bool:
@@ -207,7 +219,7 @@ def decode_frame(batches: Iterator[pa.RecordBatch], frame: FrameSpec) -> Iterato
     stats = TaskStats()
     for topic, decoded in decoded_batches(batches, frame.decode, stats, frame.table if frame.fail_on_bad_records else None):
         if decoded.num_rows:
-            yield _rows_frame(decoded, topic, schema, spec, frame.keyed_deletes, target)
+            yield _rows_frame(decoded, topic, schema, spec, frame, target)
     yield _stats_frame(stats.payload(), target)
 
 
@@ -240,12 +252,12 @@ def by_topic(batch: pa.RecordBatch) -> Iterator[tuple[str, pa.RecordBatch]]:
 
 
 def _rows_frame(
-    rows: pa.RecordBatch, topic: str, schema: Schema, spec: PartitionSpec, keyed_deletes: bool, target: pa.Schema
+    rows: pa.RecordBatch, topic: str, schema: Schema, spec: PartitionSpec, frame: FrameSpec, target: pa.Schema
 ) -> pa.RecordBatch:
     n = rows.num_rows
     columns = [to_transport(rows.column(f.name), f.field_type) for f in schema.fields]
     pkeys = partition_routing_keys(rows, schema, spec)
-    if spec.fields and not keyed_deletes:
+    if spec.fields and not frame.keyed_deletes:
         is_delete = pc.equal(rows.column(OP_COLUMN), pa.scalar(int(ChangeKind.DELETE), pa.int8()))
         pkeys = pc.if_else(is_delete, pa.scalar(None, pa.binary()), pkeys)
     by_name = {
@@ -256,6 +268,9 @@ def _rows_frame(
         TOPIC_COLUMN: pa.array([topic] * n, pa.string()),
         PKEY_COLUMN: pkeys,
     }
+    if frame.index_buckets:
+        keys = keys_of(rows, schema, frame.key_ids)
+        by_name[BUCKET_COLUMN] = key_buckets(keys.columns, frame.index_buckets)
     internal = [by_name.get(f.name, pa.nulls(n, f.type)) for f in INTERNAL_TRANSPORT]
     return pa.RecordBatch.from_arrays(columns + internal, schema=target)
 

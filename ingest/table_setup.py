@@ -88,6 +88,8 @@ def job_schema(table: TableSpec) -> Schema:
 
 STREAMING_TABLE_DEFAULTS = {properties.METADATA_DELETE_AFTER_COMMIT.key: "true"}
 """Properties of a table Floe creates, where the job does not set them."""
+UPSERT_TABLE_DEFAULTS = {properties.UPSERT_DELETE_STRATEGY.key: "position"}
+"""An upsert table Floe creates deletes previous rows by position (docs/upsert-index-design.md)."""
 
 
 def _create(catalog: Catalog, table: TableSpec) -> None:
@@ -98,7 +100,10 @@ def _create(catalog: Catalog, table: TableSpec) -> None:
         except NamespaceAlreadyExists:
             pass  # another job created it meanwhile: that is what we wanted
     schema = job_schema(table)
-    properties = {**STREAMING_TABLE_DEFAULTS, **as_dict(table.properties), "format-version": "2"}
+    defaults = dict(STREAMING_TABLE_DEFAULTS)
+    if table.mode == "upsert":
+        defaults.update(UPSERT_TABLE_DEFAULTS)
+    properties = {**defaults, **as_dict(table.properties), "format-version": "2"}
     try:
         catalog.create_table(
             ident, schema, table.partition_spec(schema), table.iceberg_sort_order(schema), properties, table.location
@@ -133,6 +138,9 @@ def check_table(metadata: TableMetadata, table: TableSpec) -> list[Difference]:
     try:
         WriterOptions.for_table(metadata)
         properties.DISTRIBUTION_MODE.read(metadata.properties)
+        properties.UPSERT_DELETE_STRATEGY.read(metadata.properties)
+        properties.KEY_INDEX_BUCKETS.read(metadata.properties)
+        properties.KEY_INDEX_MAX_DELTAS.read(metadata.properties)
     except PropertyError as error:
         raise TablePropertyError(table.identifier, error) from None
     differences = table_differences(metadata, table)
@@ -171,7 +179,7 @@ def evolve_table(catalog: Catalog, table: TableSpec, *, before_commit: Optional[
 
 def needs_global_deletes(metadata: TableMetadata, table: TableSpec) -> bool:
     """Upserts into a table whose partition the key does not determine."""
-    if table.mode != "upsert":
+    if table.mode != "upsert" or properties.UPSERT_DELETE_STRATEGY.read(metadata.properties) == "position":
         return False
     schema = metadata.schema()
     key_ids = {schema.find_field(p).field_id for p in table.key_fields()}

@@ -49,13 +49,17 @@ from table.partitioning import PartitionSpec, partition_spec_from_json
 from table.schema import Schema, schema_from_json
 
 DATA, EQUALITY_DELETES, DELETED_KEYS, STATS = "data", "equality_deletes", "deleted_keys", "stats"
+POSITION_DELETES = "position_deletes"
 WRITTEN_SCHEMA = pa.schema(
-    [("kind", pa.string()), ("payload", pa.binary()), ("records", pa.int64()), ("bytes", pa.int64())]
+    [("kind", pa.string()), ("payload", pa.binary()), ("records", pa.int64()), ("bytes", pa.int64()),
+     ("bucket", pa.int32())]
 )
 """One row per written file (``payload`` is the pickled ``DataFile``), one
 ``deleted_keys`` row per task counting the keys it deleted, and the ``stats``
-rows of the decode tasks (``payload`` is their JSON)."""
-WRITTEN_DDL = "kind string, payload binary, records long, bytes long"
+rows of the decode tasks (``payload`` is their JSON). Under the position
+delete strategy also key index rows (:mod:`ingest.upsert_index`), which
+alone set ``bucket``."""
+WRITTEN_DDL = "kind string, payload binary, records long, bytes long, bucket int"
 
 
 @dataclass(frozen=True)
@@ -190,7 +194,7 @@ def write_files(batches: Iterator[pa.RecordBatch], task: WriteTask) -> Iterator[
     stats: list[bytes] = []
     try:
         for batch in batches:
-            rows = _take_stats(batch, stats)
+            rows = take_stats(batch, stats)
             if rows.num_rows:
                 writer.write(rows)
         data, deletes = writer.finish()
@@ -202,7 +206,7 @@ def write_files(batches: Iterator[pa.RecordBatch], task: WriteTask) -> Iterator[
         yield stats_batch(stats)
 
 
-def _take_stats(batch: pa.RecordBatch, payloads: list[bytes]) -> pa.RecordBatch:
+def take_stats(batch: pa.RecordBatch, payloads: list[bytes]) -> pa.RecordBatch:
     """``batch`` without its stats rows, whose payloads are appended to ``payloads``."""
     index = batch.schema.get_field_index(STATS_COLUMN)
     if index < 0 or batch.column(index).null_count == batch.num_rows:
@@ -214,10 +218,10 @@ def _take_stats(batch: pa.RecordBatch, payloads: list[bytes]) -> pa.RecordBatch:
 
 def task_writer(task: WriteTask) -> TaskWriter:
     """The writer of the current Spark task (its files are named after the task attempt)."""
-    return TaskWriter(task, FileIO.for_location(task.data_location), FileNameFactory(_task_prefix()))
+    return TaskWriter(task, FileIO.for_location(task.data_location), FileNameFactory(task_prefix()))
 
 
-def _task_prefix() -> str:
+def task_prefix() -> str:
     """``{partition:05d}-{attempt}`` as Java names task output; 00000-0 outside Spark."""
     try:
         from pyspark import TaskContext
@@ -231,23 +235,30 @@ def _task_prefix() -> str:
 
 
 def written_batch(data: Sequence[DataFile], deletes: Sequence[DataFile], deleted_keys: int) -> pa.RecordBatch:
-    files = [(DATA, f) for f in data] + [(EQUALITY_DELETES, f) for f in deletes]
+    files = [(DATA, f) for f in data] + [(_delete_kind(f), f) for f in deletes]
     kinds = [k for k, _ in files] + [DELETED_KEYS]
     payloads = [pickle.dumps(f) for _, f in files] + [b""]
     records = [f.record_count for _, f in files] + [deleted_keys]
     sizes = [f.file_size_in_bytes for _, f in files] + [0]
-    return pa.RecordBatch.from_arrays(
-        [pa.array(kinds, pa.string()), pa.array(payloads, pa.binary()), pa.array(records, pa.int64()),
-         pa.array(sizes, pa.int64())],
-        schema=WRITTEN_SCHEMA,
-    )
+    return written_rows(kinds, payloads, records, sizes)
+
+
+def _delete_kind(delete_file: DataFile) -> str:
+    return POSITION_DELETES if delete_file.content == DataFileContent.POSITION_DELETES else EQUALITY_DELETES
 
 
 def stats_batch(payloads: Sequence[bytes]) -> pa.RecordBatch:
     n = len(payloads)
+    return written_rows([STATS] * n, payloads, [0] * n, [0] * n)
+
+
+def written_rows(kinds: Sequence[str], payloads: Sequence[bytes], records: Sequence[int], sizes: Sequence[int],
+                 buckets: Optional[Sequence[Optional[int]]] = None) -> pa.RecordBatch:
+    """Rows of :data:`WRITTEN_SCHEMA`."""
+    n = len(kinds)
     return pa.RecordBatch.from_arrays(
-        [pa.array([STATS] * n, pa.string()), pa.array(payloads, pa.binary()), pa.array([0] * n, pa.int64()),
-         pa.array([0] * n, pa.int64())],
+        [pa.array(kinds, pa.string()), pa.array(payloads, pa.binary()), pa.array(records, pa.int64()),
+         pa.array(sizes, pa.int64()), pa.array(buckets if buckets is not None else [None] * n, pa.int32())],
         schema=WRITTEN_SCHEMA,
     )
 
@@ -287,7 +298,7 @@ def read_written(rows: pa.Table) -> BatchFiles:
             deleted += records
         elif kind == DATA:
             data.append(pickle.loads(payload))
-        elif kind == EQUALITY_DELETES:
+        elif kind in (EQUALITY_DELETES, POSITION_DELETES):
             deletes.append(pickle.loads(payload))
     return BatchFiles(data, deletes, deleted)
 
@@ -300,7 +311,9 @@ def read_stats(rows: pa.Table) -> list[dict[str, Any]]:
 
 def file_counts(files: BatchFiles) -> Mapping[str, tuple[int, int]]:
     """content label -> (files, bytes), for the files-written metrics."""
-    return {
-        DATA: (len(files.data_files), files.bytes(DataFileContent.DATA)),
-        EQUALITY_DELETES: (len(files.delete_files), files.bytes(DataFileContent.EQUALITY_DELETES)),
-    }
+    counts = {DATA: (len(files.data_files), files.bytes(DataFileContent.DATA))}
+    for kind, content in ((EQUALITY_DELETES, DataFileContent.EQUALITY_DELETES),
+                          (POSITION_DELETES, DataFileContent.POSITION_DELETES)):
+        of_kind = [f for f in files.delete_files if f.content == content]
+        counts[kind] = (len(of_kind), sum(f.file_size_in_bytes for f in of_kind))
+    return counts

@@ -1,8 +1,9 @@
 """The ``floe`` command line.
 
-Exit codes: 0 success, 1 a command failed, 2 bad usage or an invalid
-configuration (each problem printed on its own line), 3 stopped by SIGTERM
-or SIGINT (``ingest``, ``compact``).
+Exit codes: 0 success, 1 a command failed (or ``check``/``index check``
+found problems), 2 bad usage or an invalid configuration (each problem
+printed on its own line), 3 stopped by SIGTERM or SIGINT (``ingest``,
+``compact``).
 
 A failure is printed as one line, ``floe <command>: <cause>; <what to do>``
 (:mod:`service.failures`); the traceback only with ``log_level: DEBUG`` in the
@@ -105,6 +106,18 @@ def _columns(given: Optional[list[str]]) -> tuple[str, ...]:
     return tuple(names) or ("*",)
 
 
+def _index(args: argparse.Namespace) -> int:
+    """``floe index check`` prints the comparison (exit 1 when it found problems); ``rebuild`` what it built."""
+    from service.index_command import check_index, rebuild_index
+
+    catalog = _catalog_from(args)
+    if args.index_command == "rebuild":
+        return _print(rebuild_index(catalog, args.identifier).lines())
+    result = check_index(catalog, args.identifier)
+    _print(result.lines)
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
 def _check(args: argparse.Namespace) -> int:
     import yaml
 
@@ -201,6 +214,19 @@ def _add_table_commands(commands: argparse._SubParsersAction) -> None:
     table.set_defaults(func=_table)
 
 
+def _add_index_commands(commands: argparse._SubParsersAction) -> None:
+    catalog = _catalog_options()
+    index = commands.add_parser("index", parents=[catalog], help="an upsert table's key index: check, rebuild")
+    sub = index.add_subparsers(dest="index_command", required=True)
+    for name, text in (
+        ("check", "compare the key index with the table's live rows (exit 1 when they disagree)"),
+        ("rebuild", "build a new key index from the table and commit it, replacing the current one"),
+    ):
+        command = sub.add_parser(name, parents=[catalog], help=text)
+        command.add_argument("identifier", help="namespace.table")
+    index.set_defaults(func=_index)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from service.metrics import floe_version
 
@@ -223,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact.set_defaults(func=_compact)
 
     _add_table_commands(commands)
+    _add_index_commands(commands)
 
     demo = commands.add_parser("demo", help="run Floe on embedded defaults (local Kafka, SQLite catalog)")
     demo.add_argument("--work-dir", help="where the demo keeps its broker, catalog and warehouse (default: a new temp dir)")
@@ -279,7 +306,7 @@ def _fail(args: argparse.Namespace, error: Exception) -> int:
 
 
 def _command(args: argparse.Namespace) -> str:
-    sub = getattr(args, "table_command", None)
+    sub = getattr(args, "table_command", None) or getattr(args, "index_command", None)
     return f"{args.command} {sub}" if sub else str(args.command)
 
 

@@ -102,10 +102,18 @@ def parse_distribution_mode(key: str, raw: str) -> str:
     return mode
 
 
+def parse_delete_strategy(key: str, raw: str) -> str:
+    strategy = raw.strip().lower()
+    if strategy not in DELETE_STRATEGIES:
+        raise PropertyError(key, raw, f"is not one of {sorted(DELETE_STRATEGIES)}")
+    return strategy
+
+
 _PYARROW_CODECS = {"uncompressed": "none"}
 PARQUET_CODECS = frozenset({"none", "snappy", "gzip", "brotli", "lz4", "zstd"})
 DISTRIBUTION_MODES = frozenset({"none", "hash", "range"})
 METADATA_CODECS = frozenset({"none", "gzip"})
+DELETE_STRATEGIES = frozenset({"position", "equality"})
 
 
 @dataclass(frozen=True)
@@ -171,3 +179,12 @@ MANIFEST_TARGET_SIZE = Property("commit.manifest.target-size-bytes", 8 * MiB, pa
 MAX_SNAPSHOT_AGE_MS = Property("history.expire.max-snapshot-age-ms", 5 * 24 * 60 * 60 * 1000, parse_int)
 MIN_SNAPSHOTS_TO_KEEP = Property("history.expire.min-snapshots-to-keep", 1, parse_int)
 MAX_REF_AGE_MS = Property("history.expire.max-ref-age-ms", 2**63 - 1, parse_int)
+
+# -- Floe's upserts (docs/upsert-index-design.md) ----------------------------------------
+UPSERT_DELETE_STRATEGY = Property("floe.upsert.delete-strategy", "equality", parse_delete_strategy)
+"""How an upsert deletes a key's previous row: ``position`` (found through the key
+index; Floe sets it on the tables it creates) or ``equality`` (unset: the cheapest write)."""
+KEY_INDEX_BUCKETS = Property("floe.key-index.buckets", 16, parse_positive_int)
+"""Buckets of a key index, read when one is (re)built."""
+KEY_INDEX_MAX_DELTAS = Property("floe.key-index.max-deltas", 8, parse_positive_int)
+"""Deltas a key index bucket holds before a batch merges them into a new base."""

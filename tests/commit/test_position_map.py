@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compaction.position_map import (
+from commit.position_map import (
     PositionMap,
     PositionMapBuilder,
     UnknownRewrittenFile,
@@ -135,3 +135,17 @@ def test_rows_not_found_in_written_files_are_an_error() -> None:
     builder.add("a", pa.array([0, 1, 2]), "p", 0)
     with pytest.raises(ValidationError, match="not all in its written files"):
         builder.build({"p": [("n", 2)]})
+
+
+@settings(max_examples=100, deadline=None)
+@given(scenario)
+def test_relocate_moves_each_row_where_it_was_written(case) -> None:  # type: ignore[no-untyped-def]
+    """The key index's remap: every (old file, pos) goes where the rewrite wrote it, or nowhere."""
+    file_rows, deleted_at_start, outputs_of, batch, roll, _ = case
+    position_map, truth = simulate(file_rows, deleted_at_start, outputs_of, batch, roll)
+    rows = [(f"old-{f}", p) for f, n in enumerate(file_rows) for p in range(n)] + [("untouched", 7)]
+    paths, positions = position_map.relocate(pa.array([r[0] for r in rows]), pa.array([r[1] for r in rows], pa.int64()))
+
+    moved = list(zip(paths.to_pylist(), positions.to_pylist()))
+    expected = [truth.get(r, (None, None)) for r in rows[:-1]] + [("untouched", 7)]
+    assert moved == expected

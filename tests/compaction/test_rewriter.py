@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from commit.operations.fast_append import FastAppend
 from commit.operations.row_delta import RowDelta
-from compaction.position_map import read_position_map
+from commit.position_map import read_position_map
 from compaction.rewriter import RewriteStatus, run_rewrite_task
 from table.io import FileIO
 from table.parquet.partitioned import write_partitioned

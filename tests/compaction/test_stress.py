@@ -1,27 +1,26 @@
 """Stress: the compactor runs again and again while ingest streams upserts and deletes.
 
 A real Kafka broker feeds Floe's streaming ingest (processing-time trigger,
-about one batch a second, equality deletes for every touched key) while the
-compactor runs at least five times in this process with partial progress and
-a 16 KB target, expiring snapshots and removing dangling deletes as it goes.
+about one batch a second, position deletes found through the key index for
+every key it updates or deletes) while the compactor runs at least five times
+in this process with partial progress and a 16 KB target, expiring snapshots
+and removing dangling deletes as it goes.
 
 Inside each run's first rewrite commit (the ``before_commit`` hook, after the
 metadata file is written and before the compare-and-swap), the test
 
 * waits until ingest has committed a batch on top of the rewrite's base, so
-  that ingest's equality deletes land on keys of the files being replaced
-  (counted: they must stay applied to the new files through their sequence
-  numbers), and
+  that ingest's position deletes land on rows of the files being replaced
+  (counted: the compactor must carry them over to its new files), and
 * erases a few live rows of the files being replaced with position deletes,
-  as a row-level ``DELETE`` in merge-on-read mode does. The compactor's swap
-  then loses; it must carry those positions over to its new files.
-
-Floe's ingest writes no position deletes (its reduction leaves one row per key
-in a batch, so it never knows a position), hence this second delete writer.
+  as another engine's row-level ``DELETE`` in merge-on-read mode does. The
+  compactor's swap then loses; it must carry those positions over too, and
+  bring the key index up to them.
 
 Afterwards, and after a final full compaction of the quiet table, Floe's
 reader and Iceberg's Java runtime both return exactly the expected table:
-ingest's final row of each key, less the rows the eraser deleted.
+ingest's final row of each key, less the rows the eraser deleted; ``main``
+never held an equality delete, and the key index checks clean.
 """
 
 from __future__ import annotations
@@ -41,6 +40,9 @@ from prometheus_client import CollectorRegistry
 
 from commit.catalog import Catalog
 from commit.exactly_once import committed_offsets
+from commit.key_index.manifest import describes
+from commit.key_index.rebuild import index_problems
+from commit.key_index.store import current_manifest
 from commit.metadata_committer import PendingCommit
 from commit.operations.row_delta import RowDelta
 from commit.snapshot_producer import SnapshotProducer
@@ -135,9 +137,10 @@ def live_rows(io: FileIO, metadata: TableMetadata) -> set[tuple[int, int]]:
     return {(r["id"], r["version"]) for r in rows}
 
 
-def equality_deleted_ids(io: FileIO, metadata: TableMetadata, after_snapshot_id: Optional[int]) -> set[int]:
-    """Ids in the equality deletes that ingest committed after ``after_snapshot_id``."""
-    ids: set[int] = set()
+def ingest_positions_on(io: FileIO, metadata: TableMetadata, after_snapshot_id: Optional[int],
+                        replaced: set[str]) -> int:
+    """Position deletes that ingest committed after ``after_snapshot_id`` on rows of ``replaced`` files."""
+    hits = 0
     snapshot = metadata.current_snapshot()
     while snapshot is not None and snapshot.snapshot_id != after_snapshot_id:
         if "floe.batch-id" in (snapshot.summary or {}):
@@ -146,12 +149,14 @@ def equality_deleted_ids(io: FileIO, metadata: TableMetadata, after_snapshot_id:
                     continue
                 for entry in read_manifest_entries(io, manifest):
                     f = entry.data_file
-                    if entry.status == ManifestEntryStatus.ADDED and f.content == DataFileContent.EQUALITY_DELETES:
+                    assert f.content != DataFileContent.EQUALITY_DELETES, "ingest wrote an equality delete"
+                    if entry.status == ManifestEntryStatus.ADDED and f.content == DataFileContent.POSITION_DELETES:
                         with io.open_input(f.file_path) as source:
-                            ids.update(pq.read_table(source, columns=["id"]).column("id").to_pylist())
+                            paths = pq.read_table(source, columns=["file_path"]).column("file_path").to_pylist()
+                        hits += sum(1 for p in paths if p in replaced)
         parent = snapshot.parent_snapshot_id
         snapshot = next((s for s in metadata.snapshots if s.snapshot_id == parent), None)
-    return ids
+    return hits
 
 
 @dataclass
@@ -164,7 +169,7 @@ class Eraser:
     rng: random.Random = field(default_factory=lambda: random.Random(5))
     erased: set[tuple[int, int]] = field(default_factory=set)  # (id, version) position-deleted
     positions_erased: int = 0
-    equality_hits: int = 0  # keys live in replaced files, equality-deleted by ingest during the rewrite
+    ingest_hits: int = 0  # rows of replaced files that ingest position-deleted during the rewrite
     commits_raced: int = 0
     seen: set[frozenset[str]] = field(default_factory=set)  # replaced-file sets raced already
 
@@ -181,9 +186,7 @@ class Eraser:
                 self._wait_for_ingest(catalog, base_snapshot)
             metadata = catalog.load_table(IDENTIFIER).metadata
             replaced_rows = {path: self._rows(io, path) for path in replaced}
-            live_at_base = live_rows(io, pending.base)
-            keys_at_base = {i for rows in replaced_rows.values() for i, v in rows if (i, v) in live_at_base}
-            self.equality_hits += len(keys_at_base & equality_deleted_ids(io, metadata, base_snapshot))
+            self.ingest_hits += ingest_positions_on(io, metadata, base_snapshot, set(replaced))
             self._erase(catalog, io, metadata, replaced, replaced_rows)
         self.commits_raced += 1
 
@@ -262,7 +265,7 @@ def check_scrape(series: dict[str, list[tuple[str, float]]], reports: list[RunRe
     assert value(series, "floe_table_data_files") > 0 and value(series, "floe_table_snapshots") > 0
     assert 0 <= value(series, "floe_table_small_files") <= value(series, "floe_table_data_files")
     assert value(series, "floe_table_avg_file_size_bytes") > 0
-    assert value(series, "floe_table_delete_files") > 0, "ingest committed equality deletes after the run started"
+    assert value(series, "floe_table_delete_files") > 0, "ingest committed position deletes after the run started"
 
 
 # ----------------------------------------------------------------------------- the test
@@ -336,12 +339,12 @@ def test_compactor_runs_beside_streaming_ingest_and_loses_nothing(
         assert all(g.result.value == "committed" for r in reports for g in r.groups), [
             (g.result, r.errors) for r in reports for g in r.groups]
         carried = sum(r.deletes_carried_over for r in reports)
-        assert carried > 0 and eraser.positions_erased > 0 and eraser.equality_hits > 0, (
-            carried, eraser.positions_erased, eraser.equality_hits)
+        assert carried > 0 and eraser.positions_erased > 0 and eraser.ingest_hits > 0, (
+            carried, eraser.positions_erased, eraser.ingest_hits)
         print(f"stress: {len(reports)} runs ({sum(1 for r in reports if r.groups)} rewrote), "
               f"{sum(len(r.groups) for r in reports)} groups committed, {eraser.commits_raced} commits raced, "
               f"{eraser.positions_erased} rows position-deleted during rewrites, {carried} carried over, "
-              f"{eraser.equality_hits} keys equality-deleted during rewrites, "
+              f"{eraser.ingest_hits} rows position-deleted by ingest during rewrites, "
               f"{len(producer.delivered)} events")
         assert scraped, "no mid-test scrape"
         check_scrape(scraped, reports_at_scrape, started)
@@ -363,6 +366,17 @@ def test_compactor_runs_beside_streaming_ingest_and_loses_nothing(
         final_scrape = scrape(ops.port)
         assert value(final_scrape, "floe_table_delete_files") == 0
         assert value(final_scrape, "floe_compaction_deletes_carried_over_total") == carried
+        assert_index_clean(catalog)
+
+
+def assert_index_clean(catalog: Catalog) -> None:
+    """The key index describes the head (the compactor registered its rewrites and caught up with the
+    eraser's deletes) and agrees with every live row."""
+    metadata = catalog.load_table(IDENTIFIER).metadata
+    io = FileIO.for_location(metadata.location)
+    manifest = current_manifest(io, metadata)
+    assert manifest is not None and describes(manifest, metadata)
+    assert index_problems(io, metadata, manifest) == []
 
 
 def assert_table(catalog: Catalog, oracle: Any, expected: dict[int, dict[str, Any]]) -> None:

@@ -109,7 +109,9 @@ class Table:
 
 
 def table_spec(partition=(), mode: str = "upsert", schema: Schema = SCHEMA, **kwargs: Any) -> TableSpec:
+    """These tests write equality deletes (ingest.writer's own path): the table says so."""
     decode = DecodeSpec(schema, mode=mode, op_field=OpField() if mode == "upsert" else None)
+    kwargs.setdefault("properties", {"floe.upsert.delete-strategy": "equality"} if mode == "upsert" else {})
     return TableSpec("db.t", decode, partition=partition, **kwargs)
 
 

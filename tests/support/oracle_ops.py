@@ -9,13 +9,16 @@ from typing import Any, Optional
 
 
 def read_by_metadata_location(spark: Any, metadata_location: str, columns: Optional[list[str]] = None,
-                              where: Optional[str] = None) -> Any:
-    """Every live row of the table at ``metadata_location``, as Arrow.
+                              where: Optional[str] = None, snapshot_id: Optional[int] = None) -> Any:
+    """Every live row of the table at ``metadata_location`` (of ``snapshot_id``, else current), as Arrow.
 
     Iceberg's Spark source loads a path containing ``metadata.json`` as a
     static table, so no catalog is involved.
     """
-    df = spark.read.format("iceberg").load(metadata_location)
+    reader = spark.read.format("iceberg")
+    if snapshot_id is not None:
+        reader = reader.option("versionAsOf", str(snapshot_id))
+    df = reader.load(metadata_location)
     if where:
         df = df.where(where)
     if columns:

@@ -1,0 +1,440 @@
+"""Upserts with position deletes: the steps of a batch that use the key index.
+
+Under the ``position`` delete strategy (``floe.upsert.delete-strategy``) an
+upsert batch deletes each touched key's previous row by position, found
+through the key index (:mod:`commit.key_index`, docs/upsert-index-design.md).
+After the reduction, which runs on rows exchanged by index bucket:
+
+1. :func:`lookup_previous_rows` (per bucket): each change's key is looked up;
+   a key with a live row yields a *delete row* (``_floe_delete_file``,
+   ``_floe_delete_pos``), routed to the old file's partition.
+2. :class:`IndexedTaskWriter` (per table partition): data files for final
+   images, position delete files for delete rows, and the index entries of
+   the batch: each written row's key with its new file and position, a
+   tombstone for each deleted key, as ``index_entries`` rows per bucket.
+3. :func:`write_index_segments` (per bucket): a delta segment, or a merged
+   base, per touched bucket; ``index_segment`` rows go back to the driver.
+
+The driver plans the batch (:func:`plan_index`: the index to start from, built
+from the table when there is none or it is stale) and commits the files and
+the index change in one swap (:func:`index_update`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Iterator, Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from commit.key_index.bucket import BucketChange, find_keys, write_change
+from commit.key_index.catch_up import CatchUpImpossible, check_catch_up, foreign_deletes
+from commit.key_index.manifest import (
+    IndexChange,
+    IndexManifest,
+    describes,
+    manifest_from_json,
+)
+from commit.key_index.operation import KeyIndexUpdate
+from commit.key_index.rebuild import build_index, live_files
+from commit.key_index.segments import FILE, POS, keys_of
+from commit.key_index.store import current_manifest, index_location
+from ingest.changes import ChangeKind
+from ingest.decode_batch import OP_COLUMN
+from ingest.frame import BUCKET_COLUMN, DELETE_FILE_COLUMN, DELETE_POS_COLUMN, PKEY_COLUMN
+from ingest.transport import table_batch
+from ingest.writer import TaskWriter, WriteTask, stats_batch, take_stats, task_prefix, written_batch, written_rows
+from table import properties
+from table.arrow_schema import cast_to_schema
+from table.deletes.writers import PositionDeleteWriter
+from table.io import FileIO
+from table.manifest import DataFile
+from table.metadata import MAIN_BRANCH, TableMetadata
+from table.parquet.writer import FileNameFactory, abort_after, abort_all
+from table.partitioning import partition_key, partition_spec_from_json, split_by_partition
+from table.schema import Schema, schema_from_json
+
+log = logging.getLogger("floe.ingest")
+
+INDEX_ENTRIES, INDEX_SEGMENT, REFERENCED = "index_entries", "index_segment", "referenced_data_files"
+_DELETE_ROUTE = b"\x1d"  # routing keys of delete rows: never a data row's partition key
+_BUCKET = "__floe_bucket"
+
+
+@dataclass(frozen=True)
+class IndexPlan:
+    """What the lookup, write and index tasks of one batch need; plain data, shipped to executors.
+
+    ``live_files`` maps each live data file to the ordinal of its partition in
+    ``partitions`` ((spec id, partition tuple)); a delete row is routed by it.
+    """
+
+    manifest: str
+    location: str
+    schema: str
+    key_ids: tuple[int, ...]
+    live_files: tuple[tuple[str, int], ...] = ()
+    partitions: tuple[tuple[int, tuple[Any, ...]], ...] = ()
+    specs: tuple[tuple[int, str], ...] = ()
+    max_deltas: int = 8
+
+    def index(self) -> IndexManifest:
+        return _parsed_manifest(self.manifest)
+
+    def table_schema(self) -> Schema:
+        return _parsed_schema(self.schema)
+
+    def key_schema(self) -> Schema:
+        return self.table_schema().project(self.key_ids)
+
+
+@lru_cache(maxsize=8)
+def _parsed_manifest(text: str) -> IndexManifest:
+    return manifest_from_json(json.loads(text), "the batch's key index")
+
+
+@lru_cache(maxsize=8)
+def _parsed_schema(text: str) -> Schema:
+    return schema_from_json(json.loads(text))
+
+
+# ---------------------------------------------------------------------------
+# Driver: planning and committing
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IndexStart:
+    """The index a batch starts from, and what the driver wrote to it first (``prelude``): a whole
+    new index built from the table (``rebuilt``), or tombstones for other writers' deletes."""
+
+    plan: IndexPlan
+    manifest: IndexManifest
+    prelude: Optional[IndexChange] = None
+    rebuilt: bool = False
+    rebuilt_from: Optional[int] = None
+
+    @property
+    def paths(self) -> list[str]:
+        return [] if self.prelude is None else self.prelude.paths
+
+
+def plan_index(io: FileIO, metadata: TableMetadata, key_ids: Sequence[int], table: str) -> IndexStart:
+    """The index this batch starts from: the table's, or one built now if it has none or it is stale.
+
+    The index is keyed by the key's field ids in ascending order, whatever
+    order the job lists its key fields in (as ``floe index rebuild`` does).
+    """
+    key_ids = tuple(sorted(key_ids))
+    location = index_location(metadata)
+    manifest = current_manifest(io, metadata)
+    if manifest is not None and manifest.key_ids != tuple(key_ids):
+        log.warning("table %s: the key index is keyed by field ids %s, the job by %s", table,
+                    list(manifest.key_ids), list(key_ids), extra={"table": table})
+        manifest = None
+    prelude, rebuilt, rebuilt_from = None, False, None
+    if manifest is not None and describes(manifest, metadata):
+        head = metadata.snapshot_for_ref(MAIN_BRANCH)
+        try:
+            check_catch_up(foreign_deletes(io, metadata, manifest.snapshot_id, head), key_ids)
+        except CatchUpImpossible as impossible:
+            log.warning("table %s: %s", table, impossible, extra={"table": table})
+            manifest = None
+    if manifest is None or not describes(manifest, metadata):
+        reason = "it has none" if manifest is None else f"its index describes snapshot {manifest.snapshot_id}"
+        level = logging.INFO if metadata.current_snapshot() is None else logging.WARNING
+        log.log(level, "table %s: building the key index from the table (%s)", table, reason, extra={"table": table})
+        built = build_index(io, metadata, key_ids, properties.KEY_INDEX_BUCKETS.read(metadata.properties), location)
+        manifest, prelude, rebuilt, rebuilt_from = built.manifest, built.change, True, built.snapshot_id
+    tasks = live_files(io, metadata)
+    partitions: dict[tuple[int, Any], int] = {}
+    files = []
+    for task in tasks:
+        data = task.data_file
+        ordinal = partitions.setdefault(partition_key(data.spec_id, data.partition), len(partitions))
+        files.append((data.file_path, ordinal))
+    by_ordinal = {ordinal: key for key, ordinal in partitions.items()}
+    specs = tuple((s.spec_id, json.dumps(s.to_json())) for s in metadata.partition_specs)
+    plan = IndexPlan(
+        manifest=json.dumps(manifest.to_json()), location=location, schema=json.dumps(metadata.schema().to_json()),
+        key_ids=tuple(key_ids), live_files=tuple(files),
+        partitions=tuple(_spec_and_partition(tasks, by_ordinal[o]) for o in range(len(by_ordinal))),
+        specs=specs, max_deltas=properties.KEY_INDEX_MAX_DELTAS.read(metadata.properties),
+    )
+    return IndexStart(plan, manifest, prelude, rebuilt, rebuilt_from)
+
+
+def _spec_and_partition(tasks: Sequence[Any], key: tuple[int, Any]) -> tuple[int, tuple[Any, ...]]:
+    for task in tasks:
+        data = task.data_file
+        if partition_key(data.spec_id, data.partition) == key:
+            return data.spec_id, tuple(data.partition)
+    raise AssertionError(f"no live file of partition {key}")
+
+
+def index_update(start: IndexStart, changes: Sequence[BucketChange], table: str) -> KeyIndexUpdate:
+    """The commit's index update: the rebuild (if any), then the batch's segments."""
+    batch = IndexChange(tuple(c.segment for c in changes), tuple(p for c in changes for p in c.replaced))
+    steps = (batch,) if start.prelude is None else (start.prelude, batch)
+    return KeyIndexUpdate(steps, start.manifest.key_ids, start.manifest.buckets, start.plan.location, table,
+                          rebuilt=start.rebuilt, rebuilt_from=start.rebuilt_from)
+
+
+def read_referenced(rows: pa.Table) -> frozenset[str]:
+    """The data files the batch's position deletes point at: the commit checks they are still live
+    (a compaction that replaced one meanwhile would leave the key's row undeleted in its new file)."""
+    found: set[str] = set()
+    for kind, payload in zip(rows.column("kind").to_pylist(), rows.column("payload").to_pylist()):
+        if kind == REFERENCED:
+            found.update(json.loads(payload))
+    return frozenset(found)
+
+
+def read_index_changes(rows: pa.Table) -> list[BucketChange]:
+    """The ``index_segment`` rows of the batch's output."""
+    changes = []
+    for kind, payload in zip(rows.column("kind").to_pylist(), rows.column("payload").to_pylist()):
+        if kind == INDEX_SEGMENT:
+            changes.append(pickle.loads(payload))
+    return changes
+
+
+# ---------------------------------------------------------------------------
+# Executors, step 1: find the previous rows
+# ---------------------------------------------------------------------------
+
+
+def lookup_previous_rows(batches: Iterator[pa.RecordBatch], plan: IndexPlan) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: every row passes, and after each batch a delete row per key that had a live row."""
+    io = FileIO.for_location(plan.location)
+    manifest = plan.index()
+    key_schema = plan.key_schema()
+    routes = _routes(plan.live_files)
+    for batch in batches:
+        yield batch
+        changes = batch.filter(pc.is_valid(batch.column(OP_COLUMN)))
+        if changes.num_rows == 0:
+            continue
+        keys = keys_of(table_batch(changes, key_schema), key_schema, plan.key_ids)
+        buckets = changes.column(BUCKET_COLUMN)
+        found_files, found_positions = [], []
+        for bucket in pc.unique(buckets).to_pylist():
+            files, positions = find_keys(io, manifest, bucket, keys.filter(pc.equal(buckets, bucket)))
+            live = files.is_valid()
+            found_files.append(files.filter(live))
+            found_positions.append(positions.filter(live))
+        deletes = _delete_rows(batch.schema, found_files, found_positions, routes)
+        if deletes.num_rows:
+            yield deletes
+
+
+@lru_cache(maxsize=4)
+def _routes(live_files: tuple[tuple[str, int], ...]) -> dict[str, bytes]:
+    return {path: _DELETE_ROUTE + str(ordinal).encode() for path, ordinal in live_files}
+
+
+def _delete_rows(schema: pa.Schema, files: list[pa.Array], positions: list[pa.Array],
+                 routes: dict[str, bytes]) -> pa.RecordBatch:
+    paths = pa.concat_arrays(files) if files else pa.array([], pa.string())
+    n = len(paths)
+    route = []
+    for path in paths.to_pylist():
+        found = routes.get(path)
+        if found is None:
+            raise LookupError(f"the key index points at {path}, which is not a live data file of the table")
+        route.append(found)
+    by_name = {
+        PKEY_COLUMN: pa.array(route, pa.binary()),
+        DELETE_FILE_COLUMN: paths,
+        DELETE_POS_COLUMN: pa.concat_arrays(positions) if positions else pa.array([], pa.int64()),
+    }
+    return pa.RecordBatch.from_arrays([by_name.get(f.name, pa.nulls(n, f.type)) for f in schema], schema=schema)
+
+
+# ---------------------------------------------------------------------------
+# Executors, step 2: write data, position deletes and index entries
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Written:
+    """Rows of one partition written from one batch: where they start in the partition's output."""
+
+    partition: Any
+    first: int
+    keys: pa.Table  # key columns, then the bucket
+
+
+class IndexedTaskWriter(TaskWriter):
+    """A write task under the position strategy (see the module docstring, step 2)."""
+
+    def __init__(self, task: WriteTask, plan: IndexPlan, io: FileIO, names: FileNameFactory) -> None:
+        super().__init__(task, io, names)
+        self.plan = plan
+        self.io = io
+        self.names = names
+        self.key_schema = plan.key_schema()
+        self.position_deletes: dict[int, PositionDeleteWriter] = {}
+        self.written: list[_Written] = []
+        self.tombstones: list[pa.Table] = []
+        self.referenced: set[str] = set()
+        self.specs = {spec_id: partition_spec_from_json(json.loads(text)) for spec_id, text in plan.specs}
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        deleting = pc.is_valid(batch.column(DELETE_FILE_COLUMN))
+        if pc.any(deleting).as_py():
+            self._delete_positions(batch.filter(deleting))
+            batch = batch.filter(pc.invert(deleting))
+        if batch.num_rows == 0:
+            return
+        ops = batch.column(OP_COLUMN)
+        upserts = pc.equal(ops, pa.scalar(int(ChangeKind.UPSERT), ops.type))
+        deleted = batch.filter(pc.invert(upserts))
+        if deleted.num_rows:
+            self.deleted_keys += deleted.num_rows
+            keys = keys_of(table_batch(deleted, self.key_schema), self.key_schema, self.plan.key_ids)
+            self.tombstones.append(keys.append_column(_BUCKET, deleted.column(BUCKET_COLUMN)))
+        rows = batch.filter(upserts)
+        if rows.num_rows:
+            touched = self._write_rows(rows)
+            if self.task.clustered:
+                self.data.close_except(touched)
+
+    def _write_rows(self, rows: pa.RecordBatch) -> set[Any]:
+        table_rows = cast_to_schema(table_batch(rows, self.schema), self.schema)
+        keys = keys_of(table_rows, self.schema, self.plan.key_ids).append_column(_BUCKET, rows.column(BUCKET_COLUMN))
+        names = table_rows.schema.names
+        combined = pa.RecordBatch.from_arrays([*table_rows.columns, *(c.combine_chunks() for c in keys.columns)],
+                                              schema=pa.schema([*table_rows.schema, *keys.schema]))
+        touched = set()
+        for partition, part in split_by_partition(combined, self.schema, self.spec):
+            first = self.data.write_partition(partition, part.select(names))
+            key = partition_key(self.spec.spec_id, partition)
+            self.written.append(_Written(key, first, pa.Table.from_batches([part.select(keys.column_names)])))
+            touched.add(key)
+        return touched
+
+    def _delete_positions(self, rows: pa.RecordBatch) -> None:
+        routes = rows.column(PKEY_COLUMN)
+        for route in pc.unique(routes).to_pylist():
+            ordinal = int(route[len(_DELETE_ROUTE):])
+            part = rows.filter(pc.equal(routes, pa.scalar(route, pa.binary())))
+            self.referenced.update(pc.unique(part.column(DELETE_FILE_COLUMN)).to_pylist())
+            writer = self.position_deletes.get(ordinal)
+            if writer is None:
+                spec_id, partition = self.plan.partitions[ordinal]
+                writer = self.position_deletes[ordinal] = PositionDeleteWriter(
+                    self.io, self.task.data_location, self.schema, self.specs[spec_id], partition,
+                    file_name_factory=self.names, **self.task.writer.for_deletes())
+            writer.write(pa.record_batch({"file_path": part.column(DELETE_FILE_COLUMN),
+                                          "pos": part.column(DELETE_POS_COLUMN)}))
+
+    def finish_indexed(self) -> tuple[list[DataFile], list[DataFile], dict[int, pa.Table]]:
+        """The data files, the position delete files and the index entries per bucket."""
+        by_partition = self.data.close_by_partition()
+        outputs = {partition_key(self.spec.spec_id, p): files for p, files in by_partition}
+        deletes = [f for w in self.position_deletes.values() for f in w.close()]
+        entries = [_located(w, outputs[w.partition]) for w in self.written]
+        entries += [_tombstones(t) for t in self.tombstones]
+        return [f for _, files in by_partition for f in files], deletes, _by_bucket(entries)
+
+    def abort(self) -> None:
+        abort_all([self.data, *self.position_deletes.values()])
+
+
+def write_indexed(batches: Iterator[pa.RecordBatch], task: WriteTask, plan: IndexPlan) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body of step 2: write every row, then the files, the index entries and the stats rows."""
+    writer = IndexedTaskWriter(task, plan, FileIO.for_location(task.data_location), FileNameFactory(task_prefix()))
+    stats: list[bytes] = []
+    try:
+        for batch in batches:
+            rows = take_stats(batch, stats)
+            if rows.num_rows:
+                writer.write(rows)
+        data, deletes, entries = writer.finish_indexed()
+    except BaseException as error:
+        abort_after(error, writer)
+        raise
+    yield written_batch(data, deletes, writer.deleted_keys)
+    if writer.referenced:
+        yield written_rows([REFERENCED], [json.dumps(sorted(writer.referenced)).encode()], [len(writer.referenced)], [0])
+    if entries:
+        yield index_entry_rows(entries)
+    if stats:
+        yield stats_batch(stats)
+
+
+def _located(written: _Written, files: Sequence[DataFile]) -> pa.Table:
+    """The rows' keys with the file and position each row landed at (files roll by size)."""
+    ends = np.cumsum([f.record_count for f in files])
+    ordinals = np.arange(written.first, written.first + written.keys.num_rows, dtype=np.int64)
+    which = np.searchsorted(ends, ordinals, side="right")
+    starts = np.concatenate([[0], ends[:-1]])
+    paths = np.array([f.file_path for f in files], dtype=object)[which]
+    keys = written.keys
+    return (keys.append_column(FILE, pa.array(paths.tolist(), pa.string()))
+            .append_column(POS, pa.array(ordinals - starts[which], pa.int64())))
+
+
+def _tombstones(keys: pa.Table) -> pa.Table:
+    n = keys.num_rows
+    return keys.append_column(FILE, pa.nulls(n, pa.string())).append_column(POS, pa.array([0] * n, pa.int64()))
+
+
+def _by_bucket(entries: list[pa.Table]) -> dict[int, pa.Table]:
+    if not entries:
+        return {}
+    table = pa.concat_tables(entries)
+    buckets = table.column(_BUCKET)
+    rest = [n for n in table.column_names if n != _BUCKET]
+    return {b: table.filter(pc.equal(buckets, b)).select(rest) for b in pc.unique(buckets).to_pylist()}
+
+
+def index_entry_rows(entries: dict[int, pa.Table]) -> pa.RecordBatch:
+    """One ``index_entries`` row per bucket: the entries as an Arrow IPC stream."""
+    kinds, payloads, records, buckets = [], [], [], []
+    for bucket, table in sorted(entries.items()):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as stream:
+            stream.write_table(table)
+        kinds.append(INDEX_ENTRIES)
+        payloads.append(sink.getvalue().to_pybytes())
+        records.append(table.num_rows)
+        buckets.append(bucket)
+    return written_rows(kinds, payloads, records, [0] * len(kinds), buckets)
+
+
+# ---------------------------------------------------------------------------
+# Executors, step 3: the index segments
+# ---------------------------------------------------------------------------
+
+
+def write_index_segments(batches: Iterator[pa.RecordBatch], plan: IndexPlan) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body over the write output exchanged by bucket: other rows pass, entries become segments."""
+    entries: dict[int, list[pa.Table]] = {}
+    for batch in batches:
+        is_entries = pc.equal(batch.column("kind"), INDEX_ENTRIES).fill_null(False)
+        others = batch.filter(pc.invert(is_entries))
+        if others.num_rows:
+            yield others
+        part = batch.filter(is_entries)
+        for payload, bucket in zip(part.column("payload").to_pylist(), part.column("bucket").to_pylist()):
+            entries.setdefault(bucket, []).append(pa.ipc.open_stream(payload).read_all())
+    io = FileIO.for_location(plan.location)
+    manifest = plan.index()
+    kinds, payloads, records, sizes, buckets = [], [], [], [], []
+    for bucket, tables in sorted(entries.items()):
+        change = write_change(io, manifest, plan.location, bucket, pa.concat_tables(tables), plan.max_deltas)
+        kinds.append(INDEX_SEGMENT)
+        payloads.append(pickle.dumps(change))
+        records.append(change.segment.rows)
+        sizes.append(change.segment.size_bytes)
+        buckets.append(bucket)
+    if kinds:
+        yield written_rows(kinds, payloads, records, sizes, buckets)
