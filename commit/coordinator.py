@@ -36,6 +36,7 @@ from commit.exactly_once import (
     committed_offsets,
 )
 from commit.identifiers import TableIdentifierLike
+from commit.key_index.manifest import IndexManifest
 from commit.key_index.operation import KeyIndexUpdate, WithKeyIndex
 from commit.metadata_committer import BeforeCommit
 from commit.operations.fast_append import FastAppend
@@ -61,6 +62,8 @@ class BatchCommitResult:
     status: BatchCommitStatus
     snapshot: Snapshot
     attempts: int
+    index: Optional[IndexManifest] = None
+    """The key index the commit moved the table to (``index_update`` given and committed)."""
 
     @property
     def committed(self) -> bool:
@@ -130,7 +133,8 @@ def commit_batch(
         raise
     if indexed is not None:
         _delete_obsolete(indexed.obsolete)
-    return BatchCommitResult(BatchCommitStatus.COMMITTED, snapshot, guard.attempts)
+    return BatchCommitResult(BatchCommitStatus.COMMITTED, snapshot, guard.attempts,
+                             None if indexed is None else indexed.manifest)
 
 
 def _delete_obsolete(paths: Sequence[str]) -> None:

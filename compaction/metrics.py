@@ -13,6 +13,8 @@ from typing import Iterable, Optional
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
+from table import properties
+from table.manifest import DataFileContent
 from table.metadata import TableMetadata
 from table.tasks import FileScanTask
 
@@ -31,6 +33,7 @@ class TableHealth:
     delete_files: int
     small_files: int
     avg_file_size_bytes: float
+    equality_delete_files: int
 
 
 def table_health(tasks: Iterable[FileScanTask], min_file_size: int) -> TableHealth:
@@ -39,18 +42,36 @@ def table_health(tasks: Iterable[FileScanTask], min_file_size: int) -> TableHeal
     Delete files are counted once however many data files they apply to;
     a delete file that applies to no live data file is not seen here.
     "Small" uses the compactor's own threshold (``min-file-size-bytes``), so
-    the gauge counts the files a run would pick up for their size.
+    the gauge counts the files a run would pick up for their size. Equality
+    deletes are counted apart because pyiceberg and DuckDB cannot read a
+    snapshot that has any: under the position strategy they are leftovers
+    that compaction must remove (docs/upsert-index-design.md).
     """
     data_files = small = total_bytes = 0
     delete_paths: set[str] = set()
+    equality_paths: set[str] = set()
     for task in tasks:
         size = task.data_file.file_size_in_bytes
         data_files += 1
         total_bytes += size
         small += size < min_file_size
         delete_paths.update(d.file_path for d in task.delete_files)
+        equality_paths.update(d.file_path for d in task.delete_files if d.content == DataFileContent.EQUALITY_DELETES)
     average = total_bytes / data_files if data_files else 0.0
-    return TableHealth(data_files, len(delete_paths), small, average)
+    return TableHealth(data_files, len(delete_paths), small, average, len(equality_paths))
+
+
+def uses_position_deletes(metadata: TableMetadata) -> bool:
+    """Whether upserts into the table delete by position (``floe.upsert.delete-strategy``).
+
+    A malformed value reads as not ``position``: ingest refuses such a table
+    at start (and says why), and a gauge must not fail a compaction run over
+    a property the compactor does not use.
+    """
+    try:
+        return properties.UPSERT_DELETE_STRATEGY.read(metadata.properties) == "position"
+    except properties.PropertyError:
+        return False
 
 
 class CompactionMetrics:
@@ -102,6 +123,12 @@ class CompactionMetrics:
         self.table_small_files = gauge("floe_table_small_files", "Live data files under the minimum size")
         self.table_avg_file_size = gauge("floe_table_avg_file_size_bytes", "Average live data file size")
         self.table_snapshots = gauge("floe_table_snapshots", "Snapshots in the metadata")
+        self.table_equality_delete_files = gauge(
+            "floe_table_equality_delete_files", "Live equality delete files"
+        )
+        self.table_upsert_position_deletes = gauge(
+            "floe_table_upsert_position_deletes", "1 when upserts delete by position, else 0"
+        )
 
     def init_table(self, table: str) -> None:
         """Export every counter of ``table`` at zero, and ``running`` at 0.
@@ -177,18 +204,26 @@ class CompactionMetrics:
         metadata: Optional[TableMetadata] = None,
     ) -> TableHealth:
         """Set the table-health gauges from a snapshot's planned tasks (and the
-        snapshot count from ``metadata`` when given); returns what was set."""
+        snapshot count and delete strategy from ``metadata`` when given);
+        returns what was set."""
         health = table_health(tasks, min_file_size)
         self.table_data_files.labels(table=table).set(health.data_files)
         self.table_delete_files.labels(table=table).set(health.delete_files)
         self.table_small_files.labels(table=table).set(health.small_files)
         self.table_avg_file_size.labels(table=table).set(health.avg_file_size_bytes)
+        self.table_equality_delete_files.labels(table=table).set(health.equality_delete_files)
         if metadata is not None:
             self.observe_snapshots(table, metadata)
+            self.observe_delete_strategy(table, metadata)
         return health
 
     def observe_snapshots(self, table: str, metadata: TableMetadata) -> None:
         self.table_snapshots.labels(table=table).set(len(metadata.snapshots))
+
+    def observe_delete_strategy(self, table: str, metadata: TableMetadata) -> None:
+        """Export the strategy beside the equality-delete count, so that an alert
+        can tell leftovers under ``position`` from the normal state of ``equality``."""
+        self.table_upsert_position_deletes.labels(table=table).set(int(uses_position_deletes(metadata)))
 
 
 def _check_label(name: str, value: str, allowed: tuple[str, ...]) -> None:

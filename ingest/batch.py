@@ -205,7 +205,8 @@ class BatchProcessor:
             except BaseException as error:
                 _delete_files(metadata, start.paths, error)
                 raise
-            index = BatchIndex(start, read_index_changes(out), read_referenced(out))
+            changes, update_s = read_index_changes(out)
+            index = BatchIndex(start, changes, read_referenced(out), update_s)
         else:
             out = self._shuffled(source, metadata, fail)
         return read_written(out), batch_stats(read_stats(out)), index
@@ -290,6 +291,10 @@ class BatchProcessor:
             return BatchOutcome(batch_id, "skipped", stats.records, stats.rows, 0, stats.bad_records,
                                 attempts=result.attempts, snapshot_id=result.snapshot.snapshot_id, duration_s=duration)
         self._metrics.dead_lettered(ident, stats.dead_letters)
+        if index is not None and result.index is not None:
+            self._metrics.index_committed(ident, entries=result.index.entries, size_bytes=result.index.size_bytes,
+                                          lookups=written.records_committed(), update_s=index.update_s,
+                                          rebuilt=index.start.rebuilt)
         self._metrics.batch_committed(
             ident, records=stats.records, committed_rows=written.records_committed(), attempts=result.attempts,
             files=file_counts(written), duration_s=duration, commit_s=commit_s,
@@ -384,6 +389,7 @@ class BatchIndex:
     start: IndexStart
     changes: list[BucketChange]
     referenced: frozenset[str] = frozenset()
+    update_s: float = 0.0
 
     @property
     def paths(self) -> list[str]:

@@ -68,12 +68,18 @@ class IngestMetrics:
         self.freshness = Gauge("floe_ingest_freshness_seconds", "How far the table is behind Kafka in time: 0 when caught up (consumer lag 0), else now minus the newest Kafka timestamp committed into the table", t + ["topic", "partition"], registry=r)
         self.last_commit = Gauge("floe_ingest_last_commit_timestamp_seconds", "Unix time of the last successful commit", t, registry=r)
         self.query_active = Gauge("floe_ingest_query_active", "1 while the streaming query runs", t, registry=r)
+        self.index_entries = Gauge("floe_key_index_entries", "Entries of the key index: live keys, plus superseded entries and tombstones not merged yet", t, registry=r)
+        self.index_bytes = Gauge("floe_key_index_bytes", "Bytes of the key index's segment files", t, registry=r)
+        self.index_lookups = Counter("floe_key_index_lookups_total", "Keys looked up in the key index (each changed key of a batch)", t, registry=r)
+        self.index_update = Histogram("floe_key_index_update_seconds", "Writing a batch's key index segments, summed over its buckets (executor time)", t, buckets=COMMIT_BUCKETS, registry=r)
+        self.index_rebuilds = Counter("floe_key_index_rebuilds_total", "Key indexes built from the whole table (none yet, stale, or keyed differently)", t, registry=r)
         self.kafka_up = Gauge("floe_ingest_kafka_up", "1 when the last probe reached Kafka, 0 when it could not", t, registry=r)
 
     def register_table(self, table: str, last_commit_s: Optional[float] = None) -> None:
         """Start every labelled counter of ``table`` at 0, and the last-commit gauge at the
         table's last ingest commit (so neither vanishes after a restart)."""
-        for counter in (self.records_read, self.records_committed, self.commit_retries, self.commit_conflicts):
+        for counter in (self.records_read, self.records_committed, self.commit_retries, self.commit_conflicts,
+                        self.index_lookups, self.index_rebuilds):
             counter.labels(table).inc(0)
         for result in BATCH_RESULTS:
             self.batches.labels(table, result).inc(0)
@@ -101,6 +107,16 @@ class IngestMetrics:
         self.batch_duration.labels(table).observe(duration_s)
         self.commit_latency.labels(table).observe(commit_s)
         self.last_commit.labels(table).set(time.time())
+
+    def index_committed(self, table: str, *, entries: int, size_bytes: int, lookups: int, update_s: float,
+                        rebuilt: bool) -> None:
+        """A position-strategy batch committed its key index change (docs/upsert-index-design.md)."""
+        self.index_entries.labels(table).set(entries)
+        self.index_bytes.labels(table).set(size_bytes)
+        self.index_lookups.labels(table).inc(lookups)
+        self.index_update.labels(table).observe(update_s)
+        if rebuilt:
+            self.index_rebuilds.labels(table).inc()
 
     def batch_skipped(self, table: str, records: int, duration_s: float) -> None:
         self.batches.labels(table, "skipped").inc()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import pickle
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterator, Optional, Sequence
@@ -196,13 +197,15 @@ def read_referenced(rows: pa.Table) -> frozenset[str]:
     return frozenset(found)
 
 
-def read_index_changes(rows: pa.Table) -> list[BucketChange]:
-    """The ``index_segment`` rows of the batch's output."""
-    changes = []
+def read_index_changes(rows: pa.Table) -> tuple[list[BucketChange], float]:
+    """The ``index_segment`` rows of the batch's output, and the seconds spent writing them."""
+    changes, seconds = [], 0.0
     for kind, payload in zip(rows.column("kind").to_pylist(), rows.column("payload").to_pylist()):
         if kind == INDEX_SEGMENT:
-            changes.append(pickle.loads(payload))
-    return changes
+            change, took = pickle.loads(payload)
+            changes.append(change)
+            seconds += took
+    return changes, seconds
 
 
 # ---------------------------------------------------------------------------
@@ -430,9 +433,10 @@ def write_index_segments(batches: Iterator[pa.RecordBatch], plan: IndexPlan) -> 
     manifest = plan.index()
     kinds, payloads, records, sizes, buckets = [], [], [], [], []
     for bucket, tables in sorted(entries.items()):
+        started = time.monotonic()
         change = write_change(io, manifest, plan.location, bucket, pa.concat_tables(tables), plan.max_deltas)
         kinds.append(INDEX_SEGMENT)
-        payloads.append(pickle.dumps(change))
+        payloads.append(pickle.dumps((change, time.monotonic() - started)))
         records.append(change.segment.rows)
         sizes.append(change.segment.size_bytes)
         buckets.append(bucket)

@@ -62,7 +62,9 @@ class WithKeyIndex(SnapshotOperation):
         self.inner = inner
         self.update = update
         self.obsolete: list[str] = []
-        """Index files the last attempt's manifest no longer uses (delete them once it has landed)."""
+        """Retired index files old enough to delete once the last attempt has landed."""
+        self.manifest: Optional[IndexManifest] = None
+        """The manifest the last attempt wrote."""
 
     @property
     def operation(self) -> str:  # type: ignore[override]
@@ -89,6 +91,7 @@ class WithKeyIndex(SnapshotOperation):
             raise KeyIndexStale(f"table {self.update.table}: {impossible}") from impossible
         previous = _previous_manifest(attempt)
         manifest, self.obsolete = retire(caught.manifest, obsolete + caught.obsolete + previous, now_ms())
+        self.manifest = manifest
         produced = replace(produced, files=(*produced.files, *caught.written))
         return _pointing_at(attempt, produced, manifest, self.update.location)
 

@@ -53,18 +53,22 @@ def metrics(registry: CollectorRegistry) -> CompactionMetrics:
     return CompactionMetrics(registry)
 
 
-def data_task(path: str, size: int, deletes: tuple[str, ...] = ()) -> FileScanTask:
-    """A data file of ``size`` bytes with equality delete files named ``deletes``."""
+def data_task(
+    path: str, size: int, deletes: tuple[str, ...] = (), positions: tuple[str, ...] = ()
+) -> FileScanTask:
+    """A data file of ``size`` bytes with equality delete files named ``deletes``
+    and position delete files named ``positions``."""
     data = DataFile(DataFileContent.DATA, path, FileFormat.PARQUET, (), 1, size)
     equality = [
         DataFile(DataFileContent.EQUALITY_DELETES, d, FileFormat.PARQUET, (), 1, 5, equality_ids=[1])
         for d in deletes
     ]
-    return FileScanTask(data, equality, 1)
+    position = [DataFile(DataFileContent.POSITION_DELETES, p, FileFormat.PARQUET, (), 1, 5) for p in positions]
+    return FileScanTask(data, equality + position, 1)
 
 
-def test_the_doc_lists_fifteen_compaction_metrics() -> None:
-    assert len(documented()) == 15
+def test_the_doc_lists_seventeen_compaction_metrics() -> None:
+    assert len(documented()) == 17
 
 
 def test_every_documented_metric_is_exported_with_its_type_and_labels(
@@ -97,6 +101,8 @@ def test_init_table_exports_counters_at_zero_and_no_made_up_timestamps(
     assert value(registry, "floe_compaction_running") == 0
     assert value(registry, "floe_compaction_last_success_timestamp_seconds") is None
     assert value(registry, "floe_table_data_files") is None
+    assert value(registry, "floe_table_equality_delete_files") is None
+    assert value(registry, "floe_table_upsert_position_deletes") is None
 
 
 def test_a_successful_run(registry: CollectorRegistry, metrics: CompactionMetrics) -> None:
@@ -156,9 +162,9 @@ def test_tables_are_labelled_apart(registry: CollectorRegistry, metrics: Compact
     assert samples == {(("result", "failed"), ("table", "db.a")): 1.0}
 
 
-def _metadata(snapshots: int) -> TableMetadata:
+def _metadata(snapshots: int, properties: Optional[dict[str, str]] = None) -> TableMetadata:
     schema = Schema(NestedField(1, "id", LongType(), required=True))
-    md = new_table_metadata(schema, PartitionSpec(0, ()), UNSORTED_SORT_ORDER, "/tmp/t")
+    md = new_table_metadata(schema, PartitionSpec(0, ()), UNSORTED_SORT_ORDER, "/tmp/t", properties)
     for i in range(1, snapshots + 1):
         summary = {"operation": "append"}
         md = md.add_snapshot(Snapshot(i, i - 1 or None, i, 1000 + i, f"/tmp/t/m{i}.avro", summary))
@@ -169,11 +175,58 @@ def test_table_health_gauges(registry: CollectorRegistry, metrics: CompactionMet
     tasks = [data_task("a", 10, ("e1",)), data_task("b", 50, ("e1", "e2")), data_task("c", 200)]
     health = metrics.observe_table_health(TABLE, tasks, min_file_size=75, metadata=_metadata(3))
     assert (health.data_files, health.delete_files, health.small_files) == (3, 2, 2)
+    assert health.equality_delete_files == 2
     assert value(registry, "floe_table_data_files") == 3
     assert value(registry, "floe_table_delete_files") == 2
     assert value(registry, "floe_table_small_files") == 2
     assert value(registry, "floe_table_avg_file_size_bytes") == pytest.approx(260 / 3)
     assert value(registry, "floe_table_snapshots") == 3
+    assert value(registry, "floe_table_equality_delete_files") == 2
+    assert value(registry, "floe_table_upsert_position_deletes") == 0  # the property is unset: equality
+
+
+def test_equality_deletes_are_counted_once_and_apart_from_position_deletes(
+    registry: CollectorRegistry, metrics: CompactionMetrics
+) -> None:
+    tasks = [
+        data_task("a", 10, ("e1",), ("p1",)),
+        data_task("b", 10, ("e1",), ("p2",)),
+        data_task("c", 10, (), ("p1", "p3")),
+    ]
+    health = metrics.observe_table_health(TABLE, tasks, min_file_size=75)
+    assert (health.delete_files, health.equality_delete_files) == (4, 1)
+    assert value(registry, "floe_table_equality_delete_files") == 1
+    assert table_health([data_task("d", 10, (), ("p1",))], 75).equality_delete_files == 0
+
+
+STRATEGY = "floe.upsert.delete-strategy"
+
+
+@pytest.mark.parametrize(
+    "properties, expected",
+    [
+        ({STRATEGY: "position"}, 1),
+        ({STRATEGY: " Position "}, 1),
+        ({STRATEGY: "equality"}, 0),
+        ({}, 0),
+        ({STRATEGY: "by-key"}, 0),  # malformed: ingest refuses the table, compaction still observes it
+    ],
+)
+def test_the_delete_strategy_gauge_reads_the_table_property(
+    registry: CollectorRegistry, metrics: CompactionMetrics, properties: dict[str, str], expected: int
+) -> None:
+    metrics.observe_table_health(TABLE, [data_task("a", 10, ("e1",))], 75, _metadata(1, properties))
+    assert value(registry, "floe_table_upsert_position_deletes") == expected
+    assert value(registry, "floe_table_equality_delete_files") == 1
+
+
+def test_health_without_metadata_keeps_the_delete_strategy(
+    registry: CollectorRegistry, metrics: CompactionMetrics
+) -> None:
+    metrics.observe_table_health(TABLE, [data_task("a", 10, ("e1",))], 75, _metadata(1, {STRATEGY: "position"}))
+    metrics.observe_table_health(TABLE, [data_task("a", 10)], 75)
+    assert value(registry, "floe_table_upsert_position_deletes") == 1
+    assert value(registry, "floe_table_equality_delete_files") == 0
 
 
 def test_table_health_of_an_empty_snapshot() -> None:

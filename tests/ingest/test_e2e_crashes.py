@@ -1,10 +1,16 @@
-"""End to end: the ingest process is SIGKILLed at random points and restarted on its checkpoint.
+"""End to end: the ingest process is SIGKILLed at random points and restarted on its checkpoint,
+while the compactor runs alongside.
 
 ``python -m ingest`` runs in its own process group (driver, JVM and Python
 workers), which is killed outright at least five times: during start-up,
 between batches, in the middle of decoding, writing or committing. Each
-restart resumes from the same checkpoint. The final table must equal the
-expected one: no duplicate row, no lost change, no resurrected delete.
+restart resumes from the same checkpoint. Meanwhile a compactor in this
+process rewrites small files again and again. The final table must equal the
+expected one: no duplicate row, no lost change, no resurrected delete. The
+table is an upsert table under the position delete strategy: at every
+snapshot ``main`` holds no equality delete, and Floe's reader, Iceberg Java
+and pyiceberg return exactly the rows of the batches committed so far; the
+key index checks clean at the end.
 """
 
 from __future__ import annotations
@@ -14,24 +20,35 @@ import os
 import random
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
+from typing import Any, Optional
 
 import pytest
+from prometheus_client import CollectorRegistry
+from pyiceberg.table import StaticTable
 
 from commit.catalog import Catalog
 from commit.exactly_once import committed_offsets
+from commit.key_index.manifest import describes
+from commit.key_index.rebuild import index_problems
+from commit.key_index.store import current_manifest
+from compaction.maintenance import MaintenanceOptions
+from compaction.metrics import CompactionMetrics
+from compaction.runner import CompactionOptions, CompactionRunner, RunReport, RunResult
 from ingest.job import job_to_json
 from table.io import FileIO
+from table.metadata import MAIN_BRANCH
 from table.scan import TableScan
 from tests.ingest.e2e_support import batch_lines, change_events, expected_table, normalized, produce, start_ingest, upsert_job
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
 
 EVENTS = 30_000
 KEYS = 3_000
 PARTITIONS = 3
-MAX_OFFSETS = 1_500
+MAX_OFFSETS = 1_000
 KILLS = 5
 START_TIMEOUT_S = 120.0
 
@@ -62,7 +79,32 @@ def wait_for_batches(proc: subprocess.Popen, log: Path, seen: int, timeout_s: fl
     raise AssertionError(f"no batch within {timeout_s}s; see {log}")
 
 
-def test_sigkill_at_random_points_loses_and_duplicates_nothing(kafka_bootstrap, new_topic, tmp_path: Path):
+class Compactor(threading.Thread):
+    """Compaction runs, one every second, on the ingest table (no expiry: every snapshot stays readable)."""
+
+    def __init__(self, uri: str, warehouse: str, identifier: str) -> None:
+        super().__init__(daemon=True)
+        self.uri, self.warehouse, self.identifier = uri, warehouse, identifier
+        self.stop = threading.Event()
+        self.reports: list[RunReport] = []
+        self.error: Optional[BaseException] = None
+
+    def run(self) -> None:
+        options = CompactionOptions({"target-file-size-bytes": str(64 * 1024), "min-input-files": "2",
+                                     "partial-progress.enabled": "true"},
+                                    MaintenanceOptions(expire_snapshots=False, remove_orphans=False))
+        try:
+            with Catalog(self.uri, self.warehouse) as catalog:
+                while not self.stop.wait(1.0):
+                    if catalog.table_exists(self.identifier):
+                        runner = CompactionRunner(catalog, self.identifier, options, CompactionMetrics(CollectorRegistry()))
+                        self.reports.append(runner.run())
+        except BaseException as error:  # reported by the test
+            self.error = error
+
+
+def test_sigkill_at_random_points_loses_and_duplicates_nothing(kafka_bootstrap, new_topic, iceberg_oracle,
+                                                               tmp_path: Path):
     topic = new_topic("e2e-crash", partitions=PARTITIONS)
     delivered = produce(kafka_bootstrap, topic, change_events(EVENTS, KEYS, seed=5))
     expected = expected_table(delivered)
@@ -72,6 +114,8 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(kafka_bootstrap, 
     log = tmp_path / "ingest.log"
     rng = random.Random(1234)
 
+    compactor = Compactor(job.catalog.uri, job.catalog.warehouse, job.table.identifier)
+    compactor.start()
     kills = 0
     while kills < KILLS:
         proc = start_ingest(job_file, log)
@@ -92,6 +136,11 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(kafka_bootstrap, 
 
     final = start_ingest(job_file, log)
     assert final.wait(timeout=600) == 0, f"the last run failed; see {log}"
+    compactor.stop.set()
+    compactor.join(120)
+    assert compactor.error is None, compactor.error
+    assert [r.result for r in compactor.reports if r.result not in (RunResult.SUCCESS, RunResult.PARTIAL)] == []
+    assert sum(len(r.groups) for r in compactor.reports) > 0, "the compactor never rewrote anything"
 
     with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
         loaded = catalog.load_table(job.table.identifier)
@@ -102,5 +151,28 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(kafka_bootstrap, 
     resurrected = sorted(set(got) - set(expected))[:5]
     assert not missing and not resurrected, f"missing {missing}, resurrected {resurrected}"
     assert got == expected
-    batch_ids = [s.summary["floe.batch-id"] for s in loaded.metadata.snapshots]
+    batches = [s for s in loaded.metadata.snapshots if "floe.batch-id" in s.summary]
+    batch_ids = [(s.summary["floe.writer-id"], s.summary["floe.batch-id"]) for s in batches]
     assert len(batch_ids) == len(set(batch_ids)), "a batch was committed twice"
+    assert_every_snapshot(loaded, delivered, topic, iceberg_oracle)
+
+
+def assert_every_snapshot(loaded: Any, delivered: list[Any], topic: str, oracle: Any) -> None:
+    """At every snapshot of ``main``: no equality delete, and exactly the committed rows in every engine."""
+    metadata = loaded.metadata
+    io = FileIO.for_location(loaded.metadata_location)
+    static = StaticTable.from_metadata(loaded.metadata_location)
+    for snapshot in metadata.ancestors_of(metadata.current_snapshot().snapshot_id):
+        at = metadata.set_branch(MAIN_BRANCH, snapshot.snapshot_id)
+        ends = committed_offsets(at).get(topic, {})
+        expected = expected_table([d for d in delivered if d.offset < ends.get(d.partition, 0)])
+        tasks = list(TableScan(io, at, ref=MAIN_BRANCH).plan_files())
+        assert not any(t.equality_deletes for t in tasks), f"snapshot {snapshot.snapshot_id} has equality deletes"
+        assert normalized(TableScan(io, metadata, snapshot_id=snapshot.snapshot_id).to_arrow()) == expected
+        assert normalized(static.scan(snapshot_id=snapshot.snapshot_id).to_arrow()) == expected
+        java = oracle.call("tests.support.oracle_ops:read_by_metadata_location",
+                           metadata_location=loaded.metadata_location, snapshot_id=snapshot.snapshot_id)
+        assert normalized(java) == expected, f"Iceberg Java at snapshot {snapshot.snapshot_id}"
+    manifest = current_manifest(io, metadata)
+    assert manifest is not None and describes(manifest, metadata)
+    assert index_problems(io, metadata, manifest) == []

@@ -15,7 +15,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 def documented() -> dict[str, tuple[str, list[str]]]:
     """name -> (type, labels) from the Ingest table of docs/metrics.md."""
     section = DOC.read_text().split("## Ingest", 1)[1].split("\n## ", 1)[0]
-    rows = re.findall(r"^\| `(floe_ingest_\w+)` \| (\w+) \| ([\w, ]+) \|", section, re.M)
+    rows = re.findall(r"^\| `(floe_(?:ingest|key_index)_\w+)` \| (\w+) \| ([\w, ]+) \|", section, re.M)
     return {name: (kind, [label.strip() for label in labels.split(",")]) for name, kind, labels in rows}
 
 
@@ -34,9 +34,10 @@ def test_every_documented_ingest_metric_is_exported_with_its_labels():
     metrics.set_freshness(table, {"t": {0: 1_000_000}}, now_s=3.0, lag={"t": {0: 5}})
     metrics.set_kafka_up(table, True)
     metrics.files_written.labels(table, "position_deletes").inc(0)
+    metrics.index_committed(table, entries=120, size_bytes=4096, lookups=8, update_s=0.05, rebuilt=True)
     exported = {m.name: m for m in registry.collect()}
     expected = documented()
-    assert len(expected) == 15
+    assert len(expected) == 20
     for name, (kind, labels) in expected.items():
         base = name[: -len("_total")] if kind == "counter" else name
         assert base in exported, f"{name} is not exported"
@@ -47,6 +48,8 @@ def test_every_documented_ingest_metric_is_exported_with_its_labels():
     assert 'floe_ingest_batches_total{result="committed",table="db.t"} 1.0' in text
     assert 'floe_ingest_commit_retries_total{table="db.t"} 1.0' in text
     assert 'floe_ingest_freshness_seconds{partition="0",table="db.t",topic="t"} 2.0' in text
+    assert 'floe_key_index_entries{table="db.t"} 120.0' in text
+    assert 'floe_key_index_rebuilds_total{table="db.t"} 1.0' in text
 
 
 def test_every_labelled_counter_starts_at_zero_and_the_last_commit_is_seeded():
