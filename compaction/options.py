@@ -129,6 +129,10 @@ class RewriteOptions:
     use_starting_sequence_number: bool
     rewrite_job_order: RewriteJobOrder
     rewrite_all: bool
+    remove_equality_deletes: bool = False
+    """Not an option string: set for a table under the position delete strategy
+    (:func:`compaction.planner.plan_table_rewrite`), so that any data file with
+    equality deletes is rewritten whatever its size and ``main`` ends with none."""
 
     def __post_init__(self) -> None:
         _validate(self)

@@ -21,7 +21,7 @@ Every group is written in the plan's ``output_spec_id``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, Callable, Generic, Iterable, Mapping, Optional, Sequence, TypeVar
 
@@ -31,6 +31,7 @@ from compaction.options import (
     RewriteJobOrder,
     RewriteOptions,
 )
+from table import properties
 from table.deletes.index import referenced_data_file
 from table.errors import NotFoundError, ValidationError
 from table.manifest import DataFile, DataFileContent
@@ -49,6 +50,7 @@ class FileReason(str, Enum):
     TOO_LARGE = "too-large"
     TOO_MANY_DELETES = "too-many-deletes"
     HIGH_DELETE_RATIO = "high-delete-ratio"
+    EQUALITY_DELETES = "equality-deletes"
 
 
 class GroupReason(str, Enum):
@@ -60,6 +62,7 @@ class GroupReason(str, Enum):
     TOO_MUCH_CONTENT = "too-much-content"
     TOO_MANY_DELETES = "too-many-deletes"
     HIGH_DELETE_RATIO = "high-delete-ratio"
+    EQUALITY_DELETES = "equality-deletes"
 
 
 # --------------------------------------------------------------------------
@@ -153,6 +156,13 @@ def too_many_deletes(task: FileScanTask, options: RewriteOptions) -> bool:
     return len(task.delete_files) >= options.delete_file_threshold
 
 
+def equality_deleted(task: FileScanTask, options: RewriteOptions) -> bool:
+    """Under the position delete strategy a file with equality deletes is rewritten: they are
+    what pyiceberg and DuckDB cannot read, and the left-overs of a table switched from equality."""
+    return options.remove_equality_deletes and any(
+        d.content == DataFileContent.EQUALITY_DELETES for d in task.delete_files)
+
+
 def too_high_delete_ratio(task: FileScanTask, options: RewriteOptions) -> bool:
     """Java divides by the row count; an empty file (0/0) never qualifies."""
     records = task.data_file.record_count
@@ -169,6 +179,7 @@ def file_reasons(task: FileScanTask, options: RewriteOptions) -> frozenset[FileR
         FileReason.TOO_LARGE: size > options.max_file_size_bytes,
         FileReason.TOO_MANY_DELETES: too_many_deletes(task, options),
         FileReason.HIGH_DELETE_RATIO: too_high_delete_ratio(task, options),
+        FileReason.EQUALITY_DELETES: equality_deleted(task, options),
     }
     return frozenset(reason for reason, holds in checks.items() if holds)
 
@@ -196,6 +207,7 @@ def group_reason(tasks: Sequence[FileScanTask], options: RewriteOptions) -> Opti
         (GroupReason.TOO_MUCH_CONTENT, size > options.max_file_size_bytes),
         (GroupReason.TOO_MANY_DELETES, any(too_many_deletes(t, options) for t in tasks)),
         (GroupReason.HIGH_DELETE_RATIO, any(too_high_delete_ratio(t, options) for t in tasks)),
+        (GroupReason.EQUALITY_DELETES, any(equality_deleted(t, options) for t in tasks)),
     )
     return next((reason for reason, holds in rules if holds), None)
 
@@ -309,9 +321,20 @@ def plan_rewrite(
 def plan_table_rewrite(
     metadata: TableMetadata, tasks: Iterable[FileScanTask], options: RewriteOptions
 ) -> RewritePlan:
-    """:func:`plan_rewrite` with the table's specs, writing in its default spec."""
+    """:func:`plan_rewrite` with the table's specs, writing in its default spec; under the
+    position delete strategy, files with equality deletes are candidates too."""
     specs = {spec.spec_id: spec for spec in metadata.partition_specs}
+    if _deletes_by_position(metadata):
+        options = replace(options, remove_equality_deletes=True)
     return plan_rewrite(tasks, specs, metadata.default_spec_id, options)
+
+
+def _deletes_by_position(metadata: TableMetadata) -> bool:
+    """The table's upsert delete strategy is ``position`` (a malformed value is ingest's to refuse)."""
+    try:
+        return properties.UPSERT_DELETE_STRATEGY.read(metadata.properties) == "position"
+    except properties.PropertyError:
+        return False
 
 
 def order_groups(groups: Iterable[FileGroup], order: RewriteJobOrder) -> list[FileGroup]:

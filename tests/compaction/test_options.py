@@ -57,7 +57,7 @@ def test_every_option_string_is_parsed() -> None:
     assert set(raw) == KNOWN_OPTIONS
     o = RewriteOptions.parse(raw)
     assert dataclasses.astuple(o) == (
-        1000, 10, 5000, 2, 3, 0.5, 20000, 7, True, 4, 1, False, RewriteJobOrder.FILES_DESC, True
+        1000, 10, 5000, 2, 3, 0.5, 20000, 7, True, 4, 1, False, RewriteJobOrder.FILES_DESC, True, False
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from typing import Any, Optional, Sequence
@@ -511,3 +512,28 @@ def test_commit_batches_cover_the_plan(tasks: list[FileScanTask], max_commits: i
     assert Counter(t.data_file.file_path for b in batches for g in b for t in g.tasks) == Counter(
         t.data_file.file_path for t in tasks
     )
+
+
+def test_under_the_position_strategy_a_file_with_equality_deletes_is_rewritten_whatever_its_size() -> None:
+    """Left-overs of a table switched from equality deletes: main must end with none."""
+    right_size = task("f", 100, [equality_deletes("e1", 1)])
+    only_positions = task("g", 100, [position_deletes("p1", 1)])
+    assert not is_candidate(right_size, options())
+    by_position = dataclasses.replace(options(), remove_equality_deletes=True)
+    assert file_reasons(right_size, by_position) == {FileReason.EQUALITY_DELETES}
+    assert not is_candidate(only_positions, by_position)
+    (group,) = plan_rewrite([right_size, only_positions], SPECS, 0, by_position).groups
+    assert group.reason is GroupReason.EQUALITY_DELETES
+    assert [t.data_file.file_path for t in group.tasks] == ["f"]
+
+
+def test_the_table_property_turns_the_equality_delete_rule_on() -> None:
+    schema = Schema(NestedField(1, "p", LongType(), required=True))
+    files = [task("f", 100, [equality_deletes("e1", 1)])]
+    metadata = new_table_metadata(schema, UNPARTITIONED, UNSORTED_SORT_ORDER, "/t",
+                                  {"floe.upsert.delete-strategy": "position"})
+    (group,) = plan_table_rewrite(metadata, files, options()).groups
+    assert group.reason is GroupReason.EQUALITY_DELETES
+    malformed = new_table_metadata(schema, UNPARTITIONED, UNSORTED_SORT_ORDER, "/t",
+                                   {"floe.upsert.delete-strategy": "x"})
+    assert plan_table_rewrite(malformed, files, options()).groups == ()
