@@ -39,8 +39,8 @@ def live_rows(io: FileIO, metadata: TableMetadata, key_ids: Sequence[int]) -> It
         for batch in read_tasks(io, [task], projected, table_schema=scan.schema(), with_positions=True):
             keys = keys_of(batch, projected, key_ids)
             n = batch.num_rows
-            yield (keys.append_column(FILE, pa.array([task.data_file.file_path] * n, pa.string()))
-                   .append_column(POS, batch.column(ROW_POSITION.name).cast(pa.int64())))
+            one_file = pa.DictionaryArray.from_arrays(pa.array([0] * n, pa.int32()), [task.data_file.file_path])
+            yield keys.append_column(FILE, one_file).append_column(POS, batch.column(ROW_POSITION.name).cast(pa.int64()))
 
 
 def live_files(io: FileIO, metadata: TableMetadata) -> list[FileScanTask]:
@@ -69,7 +69,8 @@ def build_index(io: FileIO, metadata: TableMetadata, key_ids: Sequence[int], buc
         bucket_of = key_buckets(rows.columns[: len(key_ids)], buckets)
         for bucket in pc.unique(bucket_of).to_pylist():
             parts.setdefault(bucket, []).append(rows.filter(pc.equal(bucket_of, bucket)))
-    refs = tuple(build_base(io, location, b, pa.concat_tables(tables)) for b, tables in sorted(parts.items()))
+    refs = tuple(build_base(io, location, b, pa.concat_tables(tables).unify_dictionaries())
+                 for b, tables in sorted(parts.items()))
     change = IndexChange(refs)
     manifest = IndexManifest(tuple(key_ids), buckets, head_id, refs)
     return BuiltIndex(manifest, change, head_id)
@@ -91,13 +92,21 @@ def index_problems(io: FileIO, metadata: TableMetadata, manifest: IndexManifest,
             mine = pc.equal(bucket_of, bucket)
             files, positions = find_keys(io, manifest, bucket, keys.filter(mine))
             expected = rows.filter(mine)
-            wrong = pc.invert(pc.and_(pc.equal(files, expected.column(FILE)).fill_null(False),
+            wrong = pc.invert(pc.and_(pc.equal(files, expected.column(FILE).cast(pa.string())).fill_null(False),
                                       pc.equal(positions, expected.column(POS)).fill_null(False)))
-            for row in expected.filter(wrong).slice(0, limit - len(problems)).to_pylist():
-                problems.append(f"live row {row} is not indexed at its position")
+            names = [metadata.schema().find_column_name(i) for i in manifest.key_ids]
+            found = pa.table({"found": files, "found_pos": positions}).filter(wrong).to_pylist()
+            for row, at in zip(expected.filter(wrong).slice(0, limit - len(problems)).to_pylist(), found):
+                problems.append(_misplaced(row, at, names))
             if len(problems) >= limit:
                 return problems
     return problems + _surplus(io, manifest, checked)
+
+
+def _misplaced(row: dict, at: dict, names: list[str]) -> str:
+    key = ", ".join(f"{name}={value!r}" for name, value in zip(names, list(row.values())[: len(names)]))
+    said = "no entry" if at["found"] is None else f"{at['found']} at {at['found_pos']}"
+    return f"key {key}: its live row is {row[FILE]} at {row[POS]}, the index says {said}"
 
 
 def _surplus(io: FileIO, manifest: IndexManifest, live: int) -> list[str]:

@@ -24,6 +24,9 @@ from table.arrow_schema import type_to_arrow
 from table.schema import Schema
 
 FILE, POS = "file", "pos"
+FILE_TYPE = pa.dictionary(pa.int32(), pa.string())
+"""``file`` in memory: a segment names few files for many keys (a plain string column
+of 30 M paths is gigabytes; as a dictionary it is 4 bytes a key)."""
 _ROW = "_row"
 
 
@@ -34,7 +37,7 @@ def key_name(field_id: int) -> str:
 
 def segment_schema(key_fields: Sequence[pa.Field]) -> pa.Schema:
     """Key columns (already named by :func:`key_name`), then ``file`` and ``pos``."""
-    return pa.schema([*key_fields, pa.field(FILE, pa.string()), pa.field(POS, pa.int64())])
+    return pa.schema([*key_fields, pa.field(FILE, FILE_TYPE), pa.field(POS, pa.int64())])
 
 
 def make_segment(keys: pa.Table, files: pa.Array, positions: pa.Array) -> pa.Table:
@@ -43,8 +46,18 @@ def make_segment(keys: pa.Table, files: pa.Array, positions: pa.Array) -> pa.Tab
     Keys must be distinct: a batch reduces each key to one change before it
     reaches the index.
     """
-    table = keys.append_column(FILE, _as(files, pa.string())).append_column(POS, _as(positions, pa.int64()))
+    table = keys.append_column(FILE, as_file_column(files)).append_column(POS, _as(positions, pa.int64()))
     return table.sort_by([(name, "ascending") for name in keys.column_names])
+
+
+def as_file_column(files: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``files`` as :data:`FILE_TYPE`."""
+    if isinstance(files, pa.ChunkedArray):
+        files = files.unify_dictionaries().combine_chunks() if pa.types.is_dictionary(files.type) \
+            else files.combine_chunks()
+    if pa.types.is_dictionary(files.type):
+        return files.cast(FILE_TYPE)
+    return pc.dictionary_encode(files.cast(pa.string())).cast(FILE_TYPE)
 
 
 def lookup(keys: pa.Table, segments: Sequence[pa.Table]) -> tuple[pa.Array, pa.Array]:
@@ -69,7 +82,7 @@ def resolve(segments: Sequence[pa.Table]) -> pa.Table:
     live = [s for s in segments if s.num_rows]
     if not live:
         return segments[0].slice(0, 0) if segments else pa.table({})
-    combined = pa.concat_tables([s.select(live[0].column_names) for s in live])
+    combined = pa.concat_tables([s.select(live[0].column_names) for s in live]).unify_dictionaries()
     keys = [n for n in combined.column_names if n not in (FILE, POS)]
     ordered = combined.append_column(_ROW, pa.array(np.arange(combined.num_rows), pa.int64()))
     newest = ordered.group_by(keys).aggregate([(_ROW, "max")]).column(f"{_ROW}_max")
@@ -93,7 +106,7 @@ def remap_segment(segment: pa.Table, maps: Sequence[PositionMap]) -> pa.Table:
         return segment
     live = segment.filter(pc.is_valid(segment.column(FILE)))
     files, positions = remap(live.column(FILE).combine_chunks(), live.column(POS).combine_chunks(), maps)
-    moved = live.set_column(live.schema.get_field_index(FILE), FILE, files)
+    moved = live.set_column(live.schema.get_field_index(FILE), FILE, as_file_column(files))
     moved = moved.set_column(moved.schema.get_field_index(POS), POS, positions)
     return moved.filter(pc.is_valid(moved.column(FILE)))
 

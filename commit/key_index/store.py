@@ -96,7 +96,7 @@ def read_segment(io: FileIO, ref: SegmentRef) -> pa.Table:
         return cached
     try:
         with io.open_input(ref.path) as source:
-            table = pq.read_table(source).combine_chunks()
+            table = pq.read_table(source, read_dictionary=[FILE]).combine_chunks()
     except (pa.ArrowException, OSError) as e:
         raise MalformedFileError(ref.path, None, f"cannot read key index segment: {e}") from e
     if table.schema.names[-2:] != [FILE, POS]:

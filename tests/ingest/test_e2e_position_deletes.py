@@ -18,12 +18,17 @@ import json
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 from pyiceberg.table import StaticTable
 
 from commit.catalog import Catalog
 from commit.exactly_once import committed_offsets
+from commit.metadata_committer import commit_metadata_change
+from commit.key_index.manifest import describes
 from commit.key_index.rebuild import index_problems
 from commit.key_index.store import current_manifest
+from compaction.metrics import CompactionMetrics
+from compaction.runner import CompactionOptions, CompactionRunner, RunResult
 from ingest.stream import run_ingest
 from table import properties
 from table.io import FileIO
@@ -90,3 +95,51 @@ def test_every_snapshot_reads_exactly_in_every_engine(spark, kafka_bootstrap, ne
     assert manifest is not None and manifest.snapshot_id == metadata.current_snapshot().snapshot_id
     assert index_problems(io, metadata, manifest) == []
     assert json.loads(json.dumps(manifest.to_json()))["key-field-ids"] == [1]
+
+
+def test_switching_an_equality_table_to_position_keeps_it_exact(spark, kafka_bootstrap, new_topic, iceberg_oracle,
+                                                               tmp_path: Path) -> None:
+    """Old equality deletes apply until compaction rewrites every file they touch; new batches add none."""
+    topic = new_topic("e2e-switch", partitions=PARTITIONS)
+    events = change_events(EVENTS // 2, KEYS, seed=13)
+    first = produce(kafka_bootstrap, topic, events[: len(events) // 2])
+    job = upsert_job(kafka_bootstrap, topic, tmp_path, max_offsets=MAX_OFFSETS,
+                     partition=(("bucket[4]", "id"), ("day", "event_ts")))
+    job = dataclasses.replace(job, table=dataclasses.replace(
+        job.table, properties={"floe.upsert.delete-strategy": "equality"}))
+    assert run_ingest(job, spark).await_termination(600)
+
+    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+        switched = catalog.load_table(job.table.identifier).metadata.current_snapshot_id
+        commit_metadata_change(
+            catalog, job.table.identifier,
+            lambda loaded, _n: loaded.metadata.set_properties({"floe.upsert.delete-strategy": "position"}),
+            lambda metadata: metadata.properties.get("floe.upsert.delete-strategy") == "position",
+            what="delete strategy")
+    delivered = first + produce(kafka_bootstrap, topic, events[len(events) // 2:])
+    assert run_ingest(job, spark).await_termination(600)
+    expected = expected_table(delivered)
+
+    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+        loaded = catalog.load_table(job.table.identifier)
+        metadata, io = loaded.metadata, FileIO.for_location(loaded.metadata_location)
+        after = [s for s in metadata.ancestors_of(metadata.current_snapshot_id) if s.snapshot_id != switched]
+        after = after[: [s.snapshot_id for s in metadata.ancestors_of(metadata.current_snapshot_id)].index(switched)]
+        assert after and all(int(s.summary.get("added-equality-delete-files", "0")) == 0 for s in after)
+        assert any(t.equality_deletes for t in TableScan(io, metadata).plan_files()), "the old ones still apply"
+        assert normalized(TableScan(io, metadata).to_arrow()) == expected
+        java = iceberg_oracle.call("tests.support.oracle_ops:read_by_metadata_location",
+                                   metadata_location=loaded.metadata_location)
+        assert normalized(java) == expected
+
+        report = CompactionRunner(catalog, job.table.identifier, CompactionOptions(),
+                                  CompactionMetrics(CollectorRegistry())).run()
+        assert report.result == RunResult.SUCCESS and report.groups
+        loaded = catalog.load_table(job.table.identifier)
+        metadata = loaded.metadata
+        assert not any(t.equality_deletes for t in TableScan(io, metadata).plan_files())
+        assert normalized(StaticTable.from_metadata(loaded.metadata_location).scan().to_arrow()) == expected
+        assert normalized(TableScan(io, metadata).to_arrow()) == expected
+        manifest = current_manifest(io, metadata)
+        assert manifest is not None and describes(manifest, metadata)
+        assert index_problems(io, metadata, manifest) == []
