@@ -14,6 +14,8 @@ After the reduction, which runs on rows exchanged by index bucket:
    tombstone for each deleted key, as ``index_entries`` rows per bucket.
 3. :func:`write_index_segments` (per bucket): a delta segment, or a merged
    base, per touched bucket; ``index_segment`` rows go back to the driver.
+   After a small batch the driver does this itself on the write output
+   (:func:`write_index_segments_here`): one Spark stage fewer.
 
 The driver plans the batch (:func:`plan_index`: the index to start from, built
 from the table when there is none or it is stale) and commits the files and
@@ -422,13 +424,35 @@ def write_index_segments(batches: Iterator[pa.RecordBatch], plan: IndexPlan) -> 
     """``mapInArrow`` body over the write output exchanged by bucket: other rows pass, entries become segments."""
     entries: dict[int, list[pa.Table]] = {}
     for batch in batches:
-        is_entries = pc.equal(batch.column("kind"), INDEX_ENTRIES).fill_null(False)
-        others = batch.filter(pc.invert(is_entries))
+        others = _take_entries(batch, entries)
         if others.num_rows:
             yield others
-        part = batch.filter(is_entries)
-        for payload, bucket in zip(part.column("payload").to_pylist(), part.column("bucket").to_pylist()):
-            entries.setdefault(bucket, []).append(pa.ipc.open_stream(payload).read_all())
+    segments = _segment_rows(entries, plan)
+    if segments is not None:
+        yield segments
+
+
+def write_index_segments_here(rows: pa.Table, plan: IndexPlan) -> pa.Table:
+    """The same, on the batch's whole write output in this process (the driver)."""
+    entries: dict[int, list[pa.Table]] = {}
+    others = [_take_entries(batch, entries) for batch in rows.to_batches()]
+    segments = _segment_rows(entries, plan)
+    return pa.Table.from_batches([*others, *([segments] if segments is not None else [])], schema=rows.schema)
+
+
+def _take_entries(batch: pa.RecordBatch, entries: dict[int, list[pa.Table]]) -> pa.RecordBatch:
+    """``batch`` without its ``index_entries`` rows, whose tables are added to ``entries`` by bucket."""
+    is_entries = pc.equal(batch.column("kind"), INDEX_ENTRIES).fill_null(False)
+    part = batch.filter(is_entries)
+    for payload, bucket in zip(part.column("payload").to_pylist(), part.column("bucket").to_pylist()):
+        entries.setdefault(bucket, []).append(pa.ipc.open_stream(payload).read_all())
+    return batch.filter(pc.invert(is_entries))
+
+
+def _segment_rows(entries: dict[int, list[pa.Table]], plan: IndexPlan) -> Optional[pa.RecordBatch]:
+    """Write each bucket's segment; one ``index_segment`` row per bucket (None: no entries)."""
+    if not entries:
+        return None
     io = FileIO.for_location(plan.location)
     manifest = plan.index()
     kinds, payloads, records, sizes, buckets = [], [], [], [], []
@@ -440,5 +464,4 @@ def write_index_segments(batches: Iterator[pa.RecordBatch], plan: IndexPlan) -> 
         records.append(change.segment.rows)
         sizes.append(change.segment.size_bytes)
         buckets.append(bucket)
-    if kinds:
-        yield written_rows(kinds, payloads, records, sizes, buckets)
+    return written_rows(kinds, payloads, records, sizes, buckets)
