@@ -19,6 +19,7 @@ import pyarrow as pa
 from table.arrow_schema import field_to_arrow
 from table.deletes.equality import DEFAULT_KEY_CACHE_BYTES, DeleteKeyCache, dropped_key_field, equality_key_ids
 from table.deletes.filter import DeleteFilter
+from table.deletes.positions import DEFAULT_POSITION_CACHE_BYTES, PositionCache
 from table.errors import ValidationError
 from table.evaluators import to_arrow_filter
 from table.expressions import ALWAYS_TRUE, BooleanExpression, and_, bind, referenced_field_ids
@@ -43,6 +44,8 @@ def read_tasks(
     key_cache_bytes: int = DEFAULT_KEY_CACHE_BYTES,
     key_cache: Optional[DeleteKeyCache] = None,
     with_positions: bool = False,
+    position_cache_bytes: int = DEFAULT_POSITION_CACHE_BYTES,
+    position_cache: Optional[PositionCache] = None,
 ) -> Iterator[pa.RecordBatch]:
     """The live rows of every task that match ``row_filter`` (and the task's
     residual), as batches of ``projected_schema`` (plus ``_pos`` last, when
@@ -52,19 +55,25 @@ def read_tasks(
     one); the filter and equality delete columns may use any of its columns.
     The tasks share a :class:`DeleteKeyCache` (``key_cache``, else a new one
     of ``key_cache_bytes``), so an equality delete file that applies to many
-    data files is read once.
+    data files is read once. Likewise position delete files, through a
+    :class:`PositionCache` (``position_cache``, else a new one of
+    ``position_cache_bytes``): a streaming writer's delete file names many
+    data files, each read by its own task.
     """
     schema = table_schema if table_schema is not None else projected_schema
     if batch_size <= 0 or max_equality_keys <= 0:
         raise ValidationError("batch_size and max_equality_keys must be positive")
     bound = bind(row_filter, schema)
     shared = key_cache if key_cache is not None else DeleteKeyCache(key_cache_bytes)
+    positions = position_cache if position_cache is not None else PositionCache(position_cache_bytes)
     output = positioned_schema(projected_schema) if with_positions else projected_schema
     for task in tasks:
         residual = bound
         if task.residual not in (ALWAYS_TRUE, bound):
             residual = and_(bound, bind(task.residual, schema))
-        task_reader = _TaskReader(io, task, schema, output, residual, batch_size, max_equality_keys, shared)
+        task_reader = _TaskReader(
+            io, task, schema, output, residual, batch_size, max_equality_keys, shared, positions
+        )
         yield from task_reader.batches(with_positions)
 
 
@@ -86,10 +95,12 @@ class _TaskReader:
         batch_size: int,
         max_equality_keys: int,
         key_cache: DeleteKeyCache,
+        position_cache: PositionCache,
     ) -> None:
         self.io = io
         self.task = task
         self.key_cache = key_cache
+        self.position_cache = position_cache
         self.output = output
         self.residual = residual
         self.max_equality_keys = max_equality_keys
@@ -99,7 +110,8 @@ class _TaskReader:
 
     def batches(self, with_positions: bool) -> Iterator[pa.RecordBatch]:
         deletes = DeleteFilter.load(
-            self.io, self.task, self.read_schema, self.data, self.max_equality_keys, self.key_cache
+            self.io, self.task, self.read_schema, self.data, self.max_equality_keys, self.key_cache,
+            self.position_cache,
         )
         arrow_filter = None if self.residual is ALWAYS_TRUE else to_arrow_filter(self.residual)
         for start, batch in self.data.batches(self.read_schema):

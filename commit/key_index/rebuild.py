@@ -19,6 +19,7 @@ from commit.key_index.buckets import key_buckets
 from commit.key_index.manifest import IndexChange, IndexManifest
 from commit.key_index.segments import FILE, POS, keys_of, resolve
 from commit.key_index.store import read_segment
+from table.deletes.positions import PositionCache
 from table.io import FileIO
 from table.metadata import MAIN_BRANCH, TableMetadata
 from table.reader import read_tasks
@@ -35,8 +36,10 @@ def live_rows(io: FileIO, metadata: TableMetadata, key_ids: Sequence[int]) -> It
     names = [schema.find_column_name(i).split(".")[0] for i in key_ids]
     scan = TableScan(io, metadata, selected_fields=sorted(set(names)), ref=MAIN_BRANCH)
     projected = scan.projected_schema()
+    deletes = PositionCache()  # a streaming writer's delete file names many data files: read it once
     for task in scan.plan_files():
-        for batch in read_tasks(io, [task], projected, table_schema=scan.schema(), with_positions=True):
+        for batch in read_tasks(io, [task], projected, table_schema=scan.schema(), with_positions=True,
+                                position_cache=deletes):
             keys = keys_of(batch, projected, key_ids)
             n = batch.num_rows
             one_file = pa.DictionaryArray.from_arrays(pa.array([0] * n, pa.int32()), [task.data_file.file_path])
