@@ -35,7 +35,7 @@ from typing import Iterable, Iterator, Mapping, Optional
 
 from commit.errors import InvalidArgument
 from commit.operations.errors import ValidationException
-from commit.snapshot_producer import Attempt, Produced, SnapshotOperation
+from commit.snapshot_producer import Attempt, Produced, SnapshotOperation, WrappingOperation
 from table.metadata import MAIN_BRANCH, Snapshot, TableMetadata
 
 WRITER_ID = "floe.writer-id"
@@ -329,7 +329,7 @@ def check_batch(
 # --------------------------------------------------------------------------
 
 
-class BatchGuard(SnapshotOperation):
+class BatchGuard(WrappingOperation):
     """Wraps the operation that commits a batch: each attempt first checks the batch
     against the attempt's fresh base, before anything is written, and the
     snapshot's summary records the batch. ``attempts`` counts the attempts made.
@@ -337,16 +337,12 @@ class BatchGuard(SnapshotOperation):
 
     def __init__(self, inner: SnapshotOperation, writer_id: str, batch_id: int, offsets: KafkaOffsets) -> None:
         check_batch_identity(writer_id, batch_id)
-        self.inner = inner
+        super().__init__(inner)
         self.writer_id = writer_id
         self.batch_id = batch_id
         self.offsets = normalize_offsets(offsets)
         self.summary = batch_summary(writer_id, batch_id, offsets)
         self.attempts = 0
-
-    @property
-    def operation(self) -> str:  # type: ignore[override]
-        return self.inner.operation
 
     def validate(self, attempt: Attempt) -> None:
         self.attempts = attempt.number

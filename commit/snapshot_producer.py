@@ -150,6 +150,24 @@ class SnapshotOperation(ABC):
         """The manifests and summary of the new snapshot, on top of ``attempt.parent``."""
 
 
+class WrappingOperation(SnapshotOperation):
+    """An operation that adds to ``inner``'s snapshot (a batch record, the key index): the
+    summary ``operation`` and validation are ``inner``'s; subclasses extend :meth:`produce`."""
+
+    def __init__(self, inner: SnapshotOperation) -> None:
+        self.inner = inner
+
+    @property
+    def operation(self) -> str:  # type: ignore[override]
+        return self.inner.operation
+
+    def validate(self, attempt: Attempt) -> None:
+        self.inner.validate(attempt)
+
+    def produce(self, attempt: Attempt) -> Produced:
+        return self.inner.produce(attempt)
+
+
 def new_snapshot_id() -> int:
     """A random positive 63-bit id, as Java derives one from a random UUID."""
     value = uuid.uuid4().int

@@ -52,14 +52,14 @@ from ingest.changes import ChangeKind
 from ingest.decode_batch import OP_COLUMN
 from ingest.frame import BUCKET_COLUMN, DELETE_FILE_COLUMN, DELETE_POS_COLUMN, PKEY_COLUMN
 from ingest.transport import table_batch
-from ingest.writer import TaskWriter, WriteTask, stats_batch, take_stats, task_prefix, written_batch, written_rows
+from ingest.writer import TaskWriter, WriteTask, stats_batch, task_prefix, write_all, written_batch, written_rows
 from table import properties
 from table.arrow_schema import cast_to_schema
 from table.deletes.writers import PositionDeleteWriter
 from table.io import FileIO
 from table.manifest import DataFile
 from table.metadata import MAIN_BRANCH, TableMetadata
-from table.parquet.writer import FileNameFactory, abort_after, abort_all
+from table.parquet.writer import FileNameFactory, abort_all
 from table.partitioning import partition_key, partition_spec_from_json, split_by_partition
 from table.schema import Schema, schema_from_json
 
@@ -356,16 +356,7 @@ class IndexedTaskWriter(TaskWriter):
 def write_indexed(batches: Iterator[pa.RecordBatch], task: WriteTask, plan: IndexPlan) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body of step 2: write every row, then the files, the index entries and the stats rows."""
     writer = IndexedTaskWriter(task, plan, FileIO.for_location(task.data_location), FileNameFactory(task_prefix()))
-    stats: list[bytes] = []
-    try:
-        for batch in batches:
-            rows = take_stats(batch, stats)
-            if rows.num_rows:
-                writer.write(rows)
-        data, deletes, entries = writer.finish_indexed()
-    except BaseException as error:
-        abort_after(error, writer)
-        raise
+    (data, deletes, entries), stats = write_all(batches, writer, writer.finish_indexed)
     yield written_batch(data, deletes, writer.deleted_keys)
     if writer.referenced:
         yield written_rows([REFERENCED], [json.dumps(sorted(writer.referenced)).encode()], [len(writer.referenced)], [0])

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import pickle
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -59,6 +59,7 @@ WRITTEN_SCHEMA = pa.schema(
 rows of the decode tasks (``payload`` is their JSON). Under the position
 delete strategy also key index rows (:mod:`ingest.upsert_index`), which
 alone set ``bucket``."""
+T = TypeVar("T")
 WRITTEN_DDL = "kind string, payload binary, records long, bytes long, bucket int"
 
 
@@ -191,19 +192,25 @@ class TaskWriter:
 def write_files(batches: Iterator[pa.RecordBatch], task: WriteTask) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: write every row, then yield one row per file written and the stats rows."""
     writer = task_writer(task)
+    (data, deletes), stats = write_all(batches, writer, writer.finish)
+    yield written_batch(data, deletes, writer.deleted_keys)
+    if stats:
+        yield stats_batch(stats)
+
+
+def write_all(batches: Iterator[pa.RecordBatch], writer: TaskWriter, finish: Callable[[], T]) -> tuple[T, list[bytes]]:
+    """Give ``writer`` every row (stats rows kept apart), then ``finish()``; what it returns and the
+    stats payloads. On any failure every file the writer wrote is deleted before the error propagates."""
     stats: list[bytes] = []
     try:
         for batch in batches:
             rows = take_stats(batch, stats)
             if rows.num_rows:
                 writer.write(rows)
-        data, deletes = writer.finish()
+        return finish(), stats
     except BaseException as error:
         abort_after(error, writer)
         raise
-    yield written_batch(data, deletes, writer.deleted_keys)
-    if stats:
-        yield stats_batch(stats)
 
 
 def take_stats(batch: pa.RecordBatch, payloads: list[bytes]) -> pa.RecordBatch:

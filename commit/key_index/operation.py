@@ -27,7 +27,7 @@ from commit.key_index.manifest import (
     retire,
 )
 from commit.key_index.store import current_manifest, index_location, manifest_path, remap_path, write_manifest
-from commit.snapshot_producer import Attempt, Produced, SnapshotOperation
+from commit.snapshot_producer import Attempt, Produced, SnapshotOperation, WrappingOperation
 from table.metadata import now_ms
 
 
@@ -55,23 +55,16 @@ class KeyIndexUpdate:
         return [path for change in self.changes for path in change.paths]
 
 
-class WithKeyIndex(SnapshotOperation):
+class WithKeyIndex(WrappingOperation):
     """``inner``, plus moving the table's key index to ``update`` applied on the current index."""
 
     def __init__(self, inner: SnapshotOperation, update: KeyIndexUpdate) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.update = update
         self.obsolete: list[str] = []
         """Retired index files old enough to delete once the last attempt has landed."""
         self.manifest: Optional[IndexManifest] = None
         """The manifest the last attempt wrote."""
-
-    @property
-    def operation(self) -> str:  # type: ignore[override]
-        return self.inner.operation
-
-    def validate(self, attempt: Attempt) -> None:
-        self.inner.validate(attempt)
 
     def produce(self, attempt: Attempt) -> Produced:
         produced = self.inner.produce(attempt)
@@ -113,7 +106,7 @@ class WithKeyIndex(SnapshotOperation):
         return start
 
 
-class WithRemaps(SnapshotOperation):
+class WithRemaps(WrappingOperation):
     """A rewrite (``inner``) that registers its position maps as remaps of the table's key index.
 
     ``maps`` pairs each position map file with the data files it rewrote. A
@@ -123,18 +116,11 @@ class WithRemaps(SnapshotOperation):
     """
 
     def __init__(self, inner: SnapshotOperation, maps: Sequence[tuple[str, tuple[str, ...]]]) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.maps = list(maps)
         self._copies: dict[str, str] = {}
         self.obsolete: list[str] = []
         self.registered = False
-
-    @property
-    def operation(self) -> str:  # type: ignore[override]
-        return self.inner.operation
-
-    def validate(self, attempt: Attempt) -> None:
-        self.inner.validate(attempt)
 
     def produce(self, attempt: Attempt) -> Produced:
         produced = self.inner.produce(attempt)
