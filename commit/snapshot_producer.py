@@ -82,7 +82,8 @@ class ManifestOutput:
     ) -> ManifestFile:
         path = self._files.add(f"{self._dir}/{self._uuid}-m{self._count}.avro")
         self._count += 1
-        return write_manifest(self._files.io, path, base.schema(), spec, self._snapshot_id, entries, content)
+        return write_manifest(self._files.io, path, base.schema(), spec, self._snapshot_id, entries, content,
+                              format_version=base.format_version)
 
 
 # --------------------------------------------------------------------------
@@ -242,7 +243,7 @@ class SnapshotProducer:
         attempt = self._attempt(base, number)
         self.operation.validate(attempt)
         produced = self.operation.produce(attempt)
-        list_path = self._write_manifest_list(attempt, produced.manifests)
+        list_path, added_rows = self._write_manifest_list(attempt, produced.manifests)
         parent = attempt.parent
         summary = with_totals({**self.snapshot_properties, **produced.summary}, None if parent is None else parent.summary)
         snapshot = Snapshot(
@@ -253,6 +254,9 @@ class SnapshotProducer:
             manifest_list=list_path,
             summary={OPERATION: self.operation.operation, **summary},
             schema_id=base.current_schema_id,
+            # v3 row lineage: assigned from the base of this attempt, so reassigned on every retry
+            first_row_id=base.next_row_id if base.tracks_row_lineage else None,
+            added_rows=added_rows if base.tracks_row_lineage else None,
         )
         self._extra[list_path] = produced.files
         metadata = base.add_snapshot(snapshot).set_branch(self.branch, self.snapshot_id)
@@ -274,14 +278,19 @@ class SnapshotProducer:
             manifests=self._output,
         )
 
-    def _write_manifest_list(self, attempt: Attempt, manifests: list[ManifestFile]) -> str:
+    def _write_manifest_list(self, attempt: Attempt, manifests: list[ManifestFile]) -> tuple[str, int]:
+        """The manifest list's path and the row ids it assigned (v3; 0 in v2)."""
         assert self._files is not None
+        base = attempt.base
         name = f"snap-{self.snapshot_id}-{attempt.number}-{self.commit_uuid}.avro"
-        path = self._files.add(f"{metadata_location(attempt.base)}/{name}")
+        path = self._files.add(f"{metadata_location(base)}/{name}")
         parent_id = None if attempt.parent is None else attempt.parent.snapshot_id
-        write_manifest_list(self._files.io, path, self.snapshot_id, parent_id, attempt.sequence_number, manifests)
+        added_rows = write_manifest_list(
+            self._files.io, path, self.snapshot_id, parent_id, attempt.sequence_number, manifests,
+            first_row_id=base.next_row_id if base.tracks_row_lineage else None, format_version=base.format_version,
+        )
         self._lists[path] = list(manifests)
-        return path
+        return path, added_rows
 
     def _landed(self, current: TableMetadata) -> bool:
         head = current.refs.get(self.branch)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum, IntEnum
 from typing import Any, Iterable, Iterator, Optional
 from uuid import UUID
@@ -47,7 +47,8 @@ from table.types import (
 UNASSIGNED_SEQ = -1
 """Sequence number of a manifest not yet committed; the manifest list assigns it."""
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 2  # the default; v3 manifests add row lineage and deletion vector fields
+ROW_LINEAGE_VERSION = 3
 DEFAULT_CODEC = "deflate"
 
 
@@ -66,6 +67,7 @@ class FileFormat(str, Enum):
     PARQUET = "PARQUET"
     AVRO = "AVRO"
     ORC = "ORC"
+    PUFFIN = "PUFFIN"  # v3 deletion vectors
 
 
 class ManifestEntryStatus(IntEnum):
@@ -105,6 +107,14 @@ class DataFile:
     equality_ids: Optional[list[int]] = None
     sort_order_id: Optional[int] = None
     spec_id: int = 0
+    first_row_id: Optional[int] = None  # v3: row id of the file's first row (null when added: inherited)
+    referenced_data_file: Optional[str] = None  # the one data file a DV (or position delete file) deletes from
+    content_offset: Optional[int] = None  # v3: where a DV blob starts in its Puffin file
+    content_size_in_bytes: Optional[int] = None  # v3: the DV blob's length
+
+    @property
+    def is_deletion_vector(self) -> bool:
+        return self.content == DataFileContent.POSITION_DELETES and self.file_format == FileFormat.PUFFIN
 
 
 @dataclass(frozen=True)
@@ -147,6 +157,10 @@ class ManifestFile:
     deleted_rows_count: int
     partitions: Optional[list[FieldSummary]] = None
     key_metadata: Optional[bytes] = None
+    first_row_id: Optional[int] = None  # v3 data manifests: assigned by the manifest list that adds them
+    unassigned_rows: Optional[int] = field(default=None, compare=False)
+    """Rows of live data files without a ``first_row_id`` (they inherit one), known for manifests
+    written in this process; not stored. None: estimate as added + existing rows (spec)."""
 
 
 # --------------------------------------------------------------------------
@@ -170,8 +184,14 @@ def _bytes_map(key_id: int, value_id: int) -> MapType:
     return MapType(key_id, IntegerType(), value_id, BinaryType())
 
 
-def data_file_type(partition_type: StructType) -> StructType:
-    """The v2 ``data_file`` struct for a spec's partition type."""
+def data_file_type(partition_type: StructType, format_version: int = FORMAT_VERSION) -> StructType:
+    """The ``data_file`` struct for a spec's partition type (v3 adds row lineage and DV fields)."""
+    v3 = (
+        _opt(142, "first_row_id", LongType()),
+        _opt(143, "referenced_data_file", StringType()),
+        _opt(144, "content_offset", LongType()),
+        _opt(145, "content_size_in_bytes", LongType()),
+    ) if format_version >= ROW_LINEAGE_VERSION else ()
     return StructType(
         _req(134, "content", IntegerType()),
         _req(100, "file_path", StringType()),
@@ -189,17 +209,18 @@ def data_file_type(partition_type: StructType) -> StructType:
         _opt(132, "split_offsets", ListType(133, LongType())),
         _opt(135, "equality_ids", ListType(136, IntegerType())),
         _opt(140, "sort_order_id", IntegerType()),
+        *v3,
     )
 
 
-def manifest_entry_type(partition_type: StructType) -> StructType:
-    """The v2 ``manifest_entry`` struct for a spec's partition type."""
+def manifest_entry_type(partition_type: StructType, format_version: int = FORMAT_VERSION) -> StructType:
+    """The ``manifest_entry`` struct for a spec's partition type."""
     return StructType(
         _req(0, "status", IntegerType()),
         _opt(1, "snapshot_id", LongType()),
         _opt(3, "sequence_number", LongType()),
         _opt(4, "file_sequence_number", LongType()),
-        _req(2, "data_file", data_file_type(partition_type)),
+        _req(2, "data_file", data_file_type(partition_type, format_version)),
     )
 
 
@@ -227,6 +248,12 @@ MANIFEST_FILE_TYPE = StructType(
     _opt(507, "partitions", ListType(508, FIELD_SUMMARY_TYPE)),
     _opt(519, "key_metadata", BinaryType()),
 )
+MANIFEST_FILE_TYPE_V3 = StructType(*MANIFEST_FILE_TYPE.fields, _opt(520, "first_row_id", LongType()))
+
+
+def manifest_file_type(format_version: int) -> StructType:
+    """The ``manifest_file`` struct of a manifest list (v3 adds ``first_row_id``)."""
+    return MANIFEST_FILE_TYPE_V3 if format_version >= ROW_LINEAGE_VERSION else MANIFEST_FILE_TYPE
 
 
 def _optional_fields(struct: StructType) -> StructType:
@@ -289,6 +316,10 @@ def _data_file_to_avro(df: DataFile, partition: list[tuple[str, NestedField]]) -
         "split_offsets": df.split_offsets,
         "equality_ids": df.equality_ids,
         "sort_order_id": df.sort_order_id,
+        "first_row_id": df.first_row_id,
+        "referenced_data_file": df.referenced_data_file,
+        "content_offset": df.content_offset,
+        "content_size_in_bytes": df.content_size_in_bytes,
     }
 
 
@@ -328,6 +359,7 @@ def _manifest_file_to_avro(m: ManifestFile) -> dict[str, Any]:
         "deleted_rows_count": m.deleted_rows_count,
         "partitions": None if m.partitions is None else [_summary_to_avro(s) for s in m.partitions],
         "key_metadata": m.key_metadata,
+        "first_row_id": m.first_row_id,
     }
 
 
@@ -389,6 +421,10 @@ def _data_file_from_avro(
         equality_ids=rec.get("equality_ids"),
         sort_order_id=rec.get("sort_order_id"),
         spec_id=spec_id,
+        first_row_id=rec.get("first_row_id"),
+        referenced_data_file=rec.get("referenced_data_file"),
+        content_offset=rec.get("content_offset"),
+        content_size_in_bytes=rec.get("content_size_in_bytes"),
     )
 
 
@@ -431,6 +467,7 @@ def _manifest_file_from_avro(r: _RecordReader, rec: dict[str, Any]) -> ManifestF
         deleted_rows_count=r.required(rec, "deleted_rows_count", ""),
         partitions=None if partitions is None else [_summary_from_avro(r, s) for s in partitions],
         key_metadata=rec.get("key_metadata"),
+        first_row_id=rec.get("first_row_id"),
     )
 
 
@@ -493,10 +530,13 @@ class _ManifestStats:
         self.rows = {s: 0 for s in ManifestEntryStatus}
         self.min_sequence_number: Optional[int] = None
         self.summaries = [_FieldSummaryBuilder(f) for f in partition_type.fields]
+        self.unassigned_rows = 0
 
     def add(self, entry: ManifestEntry) -> None:
         self.files[entry.status] += 1
         self.rows[entry.status] += entry.data_file.record_count
+        if takes_inherited_row_id(entry):
+            self.unassigned_rows += entry.data_file.record_count
         seq = entry.sequence_number
         if entry.status != ManifestEntryStatus.DELETED and seq is not None:
             if self.min_sequence_number is None or seq < self.min_sequence_number:
@@ -524,7 +564,50 @@ class _ManifestStats:
             existing_rows_count=self.rows[s.EXISTING],
             deleted_rows_count=self.rows[s.DELETED],
             partitions=[b.build() for b in self.summaries],
+            unassigned_rows=self.unassigned_rows if content == ManifestContent.DATA else None,
         )
+
+
+def takes_inherited_row_id(entry: ManifestEntry) -> bool:
+    """Whether a data file gets its ``first_row_id`` from its manifest's (spec "First Row ID
+    Inheritance"): a live data file that has none. Deleted entries are skipped, as in Java."""
+    return (
+        entry.data_file.content == DataFileContent.DATA
+        and entry.status != ManifestEntryStatus.DELETED
+        and entry.data_file.first_row_id is None
+    )
+
+
+def assign_first_row_ids(manifests: Iterable[ManifestFile], first_row_id: int) -> tuple[list[ManifestFile], int]:
+    """Give each data manifest without a ``first_row_id`` the next range of row ids (spec "First
+    Row ID Assignment"); the manifests and the ids assigned (the snapshot's ``added-rows``).
+
+    A range is exactly the manifest's rows without ids when this process wrote it, else the spec's
+    estimate, its added plus existing rows (a manifest of an upgraded table).
+    """
+    cursor = first_row_id
+    assigned = []
+    for m in manifests:
+        if m.content != ManifestContent.DATA or m.first_row_id is not None:
+            assigned.append(m)
+            continue
+        assigned.append(replace(m, first_row_id=cursor))
+        cursor += m.unassigned_rows if m.unassigned_rows is not None else m.added_rows_count + m.existing_rows_count
+    return assigned, cursor - first_row_id
+
+
+class RowIdInheritance:
+    """Fills in data files' ``first_row_id`` while a manifest's entries are read in order."""
+
+    def __init__(self, manifest: ManifestFile) -> None:
+        self._next = manifest.first_row_id if manifest.content == ManifestContent.DATA else None
+
+    def apply(self, entry: ManifestEntry) -> ManifestEntry:
+        if self._next is None or not takes_inherited_row_id(entry):
+            return entry
+        first = self._next
+        self._next += entry.data_file.record_count
+        return replace(entry, data_file=replace(entry.data_file, first_row_id=first))
 
 
 # --------------------------------------------------------------------------
@@ -538,11 +621,13 @@ _CONTENTS = {
 
 
 def _check_entry(
-    entry: ManifestEntry, content: ManifestContent, spec_id: int, n_fields: int, snapshot_id: int
+    entry: ManifestEntry, content: ManifestContent, spec_id: int, n_fields: int, snapshot_id: int,
+    format_version: int = FORMAT_VERSION,
 ) -> None:
     """Reject entries that would make the manifest wrong for every reader."""
     df = entry.data_file
     where = f"entry for {df.file_path}"
+    _check_version_fields(entry, format_version, snapshot_id, where)
     if DataFileContent(df.content) not in _CONTENTS[content]:
         kind = DataFileContent(df.content).name
         raise ValidationError(f"{where}: a {content.name} manifest cannot hold {kind} files")
@@ -563,18 +648,39 @@ def _check_entry(
         )
 
 
+def _check_version_fields(entry: ManifestEntry, format_version: int, snapshot_id: int, where: str) -> None:
+    """The fields a format version allows (spec Appendix E, "Version 3")."""
+    df = entry.data_file
+    if format_version < ROW_LINEAGE_VERSION:
+        extra = [n for n in ("first_row_id", "content_offset", "content_size_in_bytes") if getattr(df, n) is not None]
+        if extra or df.file_format == FileFormat.PUFFIN:
+            raise ValidationError(f"{where}: {extra or 'a Puffin deletion vector'} needs format-version 3")
+        return
+    if df.content != DataFileContent.DATA and df.first_row_id is not None:
+        raise ValidationError(f"{where}: a delete file's first_row_id must be null")
+    new_here = entry.status == ManifestEntryStatus.ADDED and entry.snapshot_id == snapshot_id
+    if new_here and df.content == DataFileContent.POSITION_DELETES and not df.is_deletion_vector:
+        raise ValidationError(f"{where}: a v3 table takes no new position delete files; write a deletion vector")
+    if df.is_deletion_vector and None in (df.referenced_data_file, df.content_offset, df.content_size_in_bytes):
+        raise ValidationError(
+            f"{where}: a deletion vector needs referenced_data_file, content_offset and content_size_in_bytes"
+        )
+
+
 # --------------------------------------------------------------------------
 # Files
 # --------------------------------------------------------------------------
 
 
-def _manifest_metadata(schema: Schema, spec: PartitionSpec, content: ManifestContent) -> dict[str, str]:
+def _manifest_metadata(
+    schema: Schema, spec: PartitionSpec, content: ManifestContent, format_version: int = FORMAT_VERSION
+) -> dict[str, str]:
     return {
         "schema": json.dumps(schema.to_json()),
         "schema-id": str(schema.schema_id),
         "partition-spec": json.dumps(spec.to_json()["fields"]),
         "partition-spec-id": str(spec.spec_id),
-        "format-version": str(FORMAT_VERSION),
+        "format-version": str(format_version),
         "content": "data" if content == ManifestContent.DATA else "deletes",
     }
 
@@ -588,8 +694,9 @@ def write_manifest(
     entries: Iterable[ManifestEntry],
     content: ManifestContent = ManifestContent.DATA,
     codec: str = DEFAULT_CODEC,
+    format_version: int = FORMAT_VERSION,
 ) -> ManifestFile:
-    """Write ``entries`` (streamed) as a v2 manifest and describe it for a manifest list.
+    """Write ``entries`` (streamed) as a manifest of ``format_version`` and describe it for a manifest list.
 
     ADDED entries without a snapshot id are written with ``snapshot_id``. The
     result has :data:`UNASSIGNED_SEQ` as sequence number (and as minimum
@@ -598,18 +705,18 @@ def write_manifest(
     """
     content = ManifestContent(content)
     partition_type = spec.partition_type(schema)
-    entry_schema = avro_schema(manifest_entry_type(partition_type), "manifest_entry")
+    entry_schema = avro_schema(manifest_entry_type(partition_type, format_version), "manifest_entry")
     partition = [(avro_name(f.name), f) for f in partition_type.fields]
     stats = _ManifestStats(partition_type)
 
     def records() -> Iterator[dict[str, Any]]:
         for entry in entries:
             entry = _with_snapshot_id(entry, snapshot_id)
-            _check_entry(entry, content, spec.spec_id, len(partition), snapshot_id)
+            _check_entry(entry, content, spec.spec_id, len(partition), snapshot_id, format_version)
             stats.add(entry)
             yield _entry_to_avro(entry, partition)
 
-    metadata = _manifest_metadata(schema, spec, content)
+    metadata = _manifest_metadata(schema, spec, content, format_version)
     with removed_on_failure(io, path):
         length = write_avro(io, path, entry_schema, records(), metadata, codec)
         return stats.manifest_file(path, length, spec.spec_id, content, snapshot_id)
@@ -634,20 +741,30 @@ def write_manifest_list(
     sequence_number: int,
     manifests: Iterable[ManifestFile],
     codec: str = DEFAULT_CODEC,
-) -> None:
-    """Write a v2 manifest list, giving new manifests the snapshot's sequence number."""
+    *,
+    first_row_id: Optional[int] = None,
+    format_version: int = FORMAT_VERSION,
+) -> int:
+    """Write a manifest list, giving new manifests the snapshot's sequence number and, in v3,
+    row ids from ``first_row_id`` (the snapshot's); the row ids assigned (``added-rows``, 0 in v2)."""
+    v3 = format_version >= ROW_LINEAGE_VERSION
+    if v3 != (first_row_id is not None):
+        raise ValidationError(f"manifest list {path}: first-row-id {first_row_id} with format-version {format_version}")
     metadata = {
         "snapshot-id": str(snapshot_id),
         "parent-snapshot-id": "null" if parent_snapshot_id is None else str(parent_snapshot_id),
         "sequence-number": str(sequence_number),
-        "format-version": str(FORMAT_VERSION),
+        "format-version": str(format_version),
     }
-    records = (
-        _manifest_file_to_avro(assign_sequence_number(m, snapshot_id, sequence_number))
-        for m in manifests
-    )
+    manifests = [assign_sequence_number(m, snapshot_id, sequence_number) for m in manifests]
+    added_rows = 0
+    if first_row_id is not None:
+        metadata["first-row-id"] = str(first_row_id)
+        manifests, added_rows = assign_first_row_ids(manifests, first_row_id)
+    records = (_manifest_file_to_avro(m) for m in manifests)
     with removed_on_failure(io, path):
-        write_avro(io, path, avro_schema(MANIFEST_FILE_TYPE, "manifest_file"), records, metadata, codec)
+        write_avro(io, path, avro_schema(manifest_file_type(format_version), "manifest_file"), records, metadata, codec)
+    return added_rows
 
 
 def assign_sequence_number(manifest: ManifestFile, snapshot_id: int, sequence_number: int) -> ManifestFile:
@@ -697,9 +814,10 @@ def read_manifest_entries(
         if partition_type is None:
             partition_type = _partition_type_of(path, avro.metadata)
         partition = _partition_fields(path, avro.schema, partition_type)
+        row_ids = RowIdInheritance(manifest)
         for rec in avro.records:
             entry = _entry_from_avro(r, rec, partition, manifest.partition_spec_id)
-            yield inherit(entry, manifest)
+            yield row_ids.apply(inherit(entry, manifest))
 
 
 def inherit(entry: ManifestEntry, manifest: ManifestFile) -> ManifestEntry:

@@ -23,7 +23,9 @@ from table.partitioning import PARTITION_FIELD_ID_START, PartitionField, Partiti
 from table.schema import MAX_FIELD_ID, Schema, assign_fresh_ids
 from table.sort_order import SortField, SortOrder
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 2  # what Floe creates unless a table asks for another
+SUPPORTED_FORMAT_VERSIONS = (2, 3)
+ROW_LINEAGE_VERSION = 3  # spec "Row Lineage": from v3 every snapshot assigns row ids
 MAIN_BRANCH = "main"
 BRANCH = "branch"
 TAG = "tag"
@@ -54,9 +56,18 @@ class Snapshot:
     manifest_list: str
     summary: Mapping[str, str]
     schema_id: Optional[int] = None
+    first_row_id: Optional[int] = None  # v3: the table's next-row-id when this snapshot was committed
+    added_rows: Optional[int] = None  # v3: row ids this snapshot assigned (an upper bound)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "summary", dict(self.summary))
+        if (self.first_row_id is None) != (self.added_rows is None):
+            raise ValidationError(f"snapshot {self.snapshot_id}: first-row-id and added-rows go together")
+        if self.first_row_id is not None and (self.first_row_id < 0 or self.added_rows < 0):  # type: ignore[operator]
+            raise ValidationError(
+                f"snapshot {self.snapshot_id}: first-row-id {self.first_row_id} and added-rows "
+                f"{self.added_rows} must not be negative"
+            )
         operation = self.summary.get("operation")
         if operation not in OPERATIONS:
             raise ValidationError(
@@ -78,6 +89,9 @@ class Snapshot:
         obj["manifest-list"] = self.manifest_list
         if self.schema_id is not None:
             obj["schema-id"] = self.schema_id
+        if self.first_row_id is not None:
+            obj["first-row-id"] = self.first_row_id
+            obj["added-rows"] = self.added_rows
         return obj
 
 
@@ -155,7 +169,10 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True)
 class TableMetadata:
-    """Format v2 table metadata. Lists are tuples; treat the dicts as read-only.
+    """Format v2 or v3 table metadata. Lists are tuples; treat the dicts as read-only.
+
+    ``next_row_id`` is v3's row lineage counter (spec "Row Lineage"): None
+    in v2, and moved forward by every snapshot added to a v3 table.
 
     ``refs`` always holds the ``main`` branch when there is a current
     snapshot, as the spec requires even when a file omits ``refs``.
@@ -182,6 +199,7 @@ class TableMetadata:
     statistics: tuple[Mapping[str, Any], ...] = ()
     partition_statistics: tuple[Mapping[str, Any], ...] = ()
     format_version: int = FORMAT_VERSION
+    next_row_id: Optional[int] = None
 
     def __post_init__(self) -> None:
         for name in ("schemas", "partition_specs", "sort_orders", "snapshots", "snapshot_log", "metadata_log"):
@@ -259,6 +277,26 @@ class TableMetadata:
     def next_sequence_number(self) -> int:
         return self.last_sequence_number + 1
 
+    @property
+    def tracks_row_lineage(self) -> bool:
+        """Whether snapshots must assign row ids (v3 and later)."""
+        return self.format_version >= ROW_LINEAGE_VERSION
+
+    def upgrade_format_version(self, version: int) -> TableMetadata:
+        """This table at a higher format version (spec Appendix E); upgrading to v3 starts row ids at 0.
+
+        Existing snapshots are left as they are: their data files get row ids
+        from the first snapshot committed after the upgrade.
+        """
+        if version not in SUPPORTED_FORMAT_VERSIONS:
+            raise ValidationError(f"format-version {version} is not supported; Floe writes {SUPPORTED_FORMAT_VERSIONS}")
+        if version < self.format_version:
+            raise ValidationError(f"format-version cannot go down from {self.format_version} to {version}")
+        if version == self.format_version:
+            return self
+        next_row_id = 0 if version >= ROW_LINEAGE_VERSION and self.next_row_id is None else self.next_row_id
+        return replace(self, format_version=version, next_row_id=next_row_id)
+
     # -- snapshots and refs ---------------------------------------------------
 
     def add_snapshot(self, snapshot: Snapshot) -> TableMetadata:
@@ -275,7 +313,24 @@ class TableMetadata:
             snapshots=self.snapshots + (snapshot,),
             last_sequence_number=snapshot.sequence_number,
             last_updated_ms=snapshot.timestamp_ms,
+            next_row_id=self._next_row_id_after(snapshot),
         )
+
+    def _next_row_id_after(self, snapshot: Snapshot) -> Optional[int]:
+        """v3: the snapshot must start at the table's next row id; the counter moves past its rows."""
+        if not self.tracks_row_lineage:
+            if snapshot.first_row_id is not None:
+                raise ValidationError(f"snapshot {snapshot.snapshot_id}: first-row-id needs format-version 3")
+            return self.next_row_id
+        if snapshot.first_row_id is None or snapshot.added_rows is None:
+            raise ValidationError(f"snapshot {snapshot.snapshot_id}: a v3 snapshot needs first-row-id and added-rows")
+        assert self.next_row_id is not None
+        if snapshot.first_row_id < self.next_row_id:
+            raise ValidationError(
+                f"snapshot {snapshot.snapshot_id}: first-row-id {snapshot.first_row_id} is behind the "
+                f"table's next-row-id {self.next_row_id}"
+            )
+        return snapshot.first_row_id + snapshot.added_rows
 
     def set_branch(self, name: str, snapshot_id: int, *, timestamp_ms: Optional[int] = None) -> TableMetadata:
         """Point branch ``name`` at a snapshot, keeping the branch's retention settings."""
@@ -452,6 +507,7 @@ class TableMetadata:
             "partition-statistics": [dict(s) for s in self.partition_statistics],
             "snapshot-log": [e.to_json() for e in self.snapshot_log],
             "metadata-log": [e.to_json() for e in self.metadata_log],
+            **({} if self.next_row_id is None else {"next-row-id": self.next_row_id}),
         }
 
 
@@ -490,8 +546,12 @@ def _validate(md: TableMetadata) -> None:
 
 
 def _problems(md: TableMetadata) -> Iterator[tuple[str, str]]:
-    if md.format_version != FORMAT_VERSION:
-        yield "format-version", f"only format version {FORMAT_VERSION} is supported, got {md.format_version}"
+    if md.format_version not in SUPPORTED_FORMAT_VERSIONS:
+        yield "format-version", f"only format versions {list(SUPPORTED_FORMAT_VERSIONS)} are supported, got {md.format_version}"
+    elif md.tracks_row_lineage and (md.next_row_id is None or md.next_row_id < 0):
+        yield "next-row-id", f"a v{md.format_version} table needs a non-negative next-row-id, got {md.next_row_id}"
+    elif not md.tracks_row_lineage and md.next_row_id is not None:
+        yield "next-row-id", f"a v{md.format_version} table has no row lineage, got {md.next_row_id}"
     yield from _id_problems("schemas", [s.schema_id for s in md.schemas], md.current_schema_id, "current-schema-id")
     yield from _id_problems("partition-specs", [s.spec_id for s in md.partition_specs], md.default_spec_id, "default-spec-id")
     yield from _id_problems(
@@ -567,8 +627,11 @@ def new_table_metadata(
     """
     properties = dict(properties or {})
     version = properties.pop("format-version", str(FORMAT_VERSION))
-    if version != str(FORMAT_VERSION):
-        raise ValidationError(f"table property format-version must be {FORMAT_VERSION}, got {version!r}")
+    if version not in {str(v) for v in SUPPORTED_FORMAT_VERSIONS}:
+        raise ValidationError(
+            f"table property format-version must be one of {[str(v) for v in SUPPORTED_FORMAT_VERSIONS]}, "
+            f"got {version!r}"
+        )
     fresh_schema = assign_fresh_ids(schema).with_schema_id(INITIAL_SCHEMA_ID)
     fresh_spec = _rebind_spec(spec, schema, fresh_schema)
     fresh_spec.partition_type(fresh_schema)  # every transform must accept its source type
@@ -588,6 +651,8 @@ def new_table_metadata(
         sort_orders=(fresh_order,),
         default_sort_order_id=fresh_order.order_id,
         properties=properties,
+        format_version=int(version),
+        next_row_id=0 if int(version) >= ROW_LINEAGE_VERSION else None,
     )
 
 

@@ -17,8 +17,8 @@ from typing import Any, Callable, Iterator, Protocol, TypeVar, Union
 
 from table.errors import JsonFieldError, MalformedFileError, TableError, ValidationError
 from table.metadata import (
-    FORMAT_VERSION,
     OPERATIONS,
+    SUPPORTED_FORMAT_VERSIONS,
     InvalidMetadataError,
     MetadataLogEntry,
     Snapshot,
@@ -140,8 +140,9 @@ def table_metadata_from_json(obj: Any, path: str = "<metadata>") -> TableMetadat
     """Build :class:`TableMetadata` from a parsed JSON object; errors are :class:`MalformedFileError`."""
     r = _Reader(obj, path)
     version = r.get("format-version", int)
-    if version != FORMAT_VERSION:
-        raise r.fail("format-version", f"unsupported format version {version}; Floe reads only version 2 tables")
+    if version not in SUPPORTED_FORMAT_VERSIONS:
+        raise r.fail("format-version", f"unsupported format version {version}; Floe reads versions "
+                                       f"{list(SUPPORTED_FORMAT_VERSIONS)}")
     schemas = tuple(_nested(path, at, item, schema_from_json) for at, item in r.items("schemas"))
     current_snapshot_id = r.get("current-snapshot-id", int, -1)
     try:
@@ -166,6 +167,8 @@ def table_metadata_from_json(obj: Any, path: str = "<metadata>") -> TableMetadat
             refs=_refs(r.child("refs", {})),
             statistics=tuple(_Reader(i, path, at).obj for at, i in r.items("statistics", [])),
             partition_statistics=tuple(_Reader(i, path, at).obj for at, i in r.items("partition-statistics", [])),
+            format_version=version,
+            next_row_id=r.get("next-row-id", int, None),
         )
     except InvalidMetadataError as e:
         raise MalformedFileError(path, e.field, e.reason) from e
@@ -193,6 +196,13 @@ def _snapshot(r: _Reader) -> Snapshot:
     summary = r.string_map("summary")
     if summary.get("operation") not in OPERATIONS:
         raise r.fail("summary.operation", f"must be one of {sorted(OPERATIONS)}, got {summary.get('operation')!r}")
+    try:
+        return _snapshot_of(r, summary)
+    except ValidationError as e:
+        raise MalformedFileError(r.path, r.at, str(e)) from e
+
+
+def _snapshot_of(r: _Reader, summary: dict[str, str]) -> Snapshot:
     return Snapshot(
         snapshot_id=r.get("snapshot-id", int),
         parent_snapshot_id=r.get("parent-snapshot-id", int, None),
@@ -201,6 +211,8 @@ def _snapshot(r: _Reader) -> Snapshot:
         manifest_list=r.get("manifest-list", str),
         summary=summary,
         schema_id=r.get("schema-id", int, None),
+        first_row_id=r.get("first-row-id", int, None),
+        added_rows=r.get("added-rows", int, None),
     )
 
 
