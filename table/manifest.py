@@ -116,6 +116,12 @@ class DataFile:
     def is_deletion_vector(self) -> bool:
         return self.content == DataFileContent.POSITION_DELETES and self.file_format == FileFormat.PUFFIN
 
+    @property
+    def location_key(self) -> str:
+        """What tells this file's entry from every other in a snapshot: the path, and for a deletion
+        vector, which shares its Puffin file with others, the path and the blob's offset."""
+        return f"{self.file_path}#{self.content_offset}" if self.is_deletion_vector else self.file_path
+
 
 @dataclass(frozen=True)
 class ManifestEntry:

@@ -50,7 +50,7 @@ def check_content(files: Sequence[DataFile], allowed: set[DataFileContent], role
 
 
 def paths_of(files: Iterable[FileOrPath]) -> list[str]:
-    return [f if isinstance(f, str) else f.file_path for f in files]
+    return [f if isinstance(f, str) else f.location_key for f in files]
 
 
 def check_specs(base: TableMetadata, files: Iterable[DataFile]) -> None:

@@ -118,3 +118,16 @@ class RewriteConflict(ValidationException):
         if self.equality_delete_files:
             parts.append(f"equality deletes added: {_listed(self.equality_delete_files)}")
         super().__init__(f"rewrite since snapshot {starting_snapshot_id} conflicts with concurrent deletes; " + "; ".join(parts))
+
+
+class DuplicateDeletionVectors(ValidationException):
+    """A deletion vector would be added for a data file that already has a live one (committed
+    since the writer read the table): a v3 table allows one per data file, so the writer must
+    merge with the new one and try again."""
+
+    def __init__(self, data_files: Mapping[str, str]) -> None:
+        self.data_files = dict(data_files)  # data file -> the live DV's Puffin file
+        super().__init__(
+            f"{len(self.data_files)} data file(s) already have a deletion vector this commit does not replace: "
+            f"{_listed(self.data_files)}"
+        )

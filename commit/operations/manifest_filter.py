@@ -26,14 +26,18 @@ def filtered_entries(entries: Iterable[ManifestEntry], removed: frozenset[str], 
     for entry in entries:
         if entry.status == ManifestEntryStatus.DELETED:
             continue
-        if entry.data_file.file_path in removed:
+        if entry.data_file.location_key in removed:
             yield replace(entry, status=ManifestEntryStatus.DELETED, snapshot_id=snapshot_id)
         else:
             yield replace(entry, status=ManifestEntryStatus.EXISTING)
 
 
 class ManifestFilter:
-    """Removes the files at ``paths`` from the manifests of one ``content``."""
+    """Removes the files at ``paths`` from the manifests of one ``content``.
+
+    A path is a :attr:`~table.manifest.DataFile.location_key`: a deletion
+    vector is named by its Puffin file and offset, as the file holds others.
+    """
 
     def __init__(self, content: ManifestContent, paths: Iterable[str]) -> None:
         self.content = content
@@ -64,9 +68,9 @@ class ManifestFilter:
             self._found[key] = {}
             if self._may_hold(manifest):
                 self._found[key] = {
-                    e.data_file.file_path: e
+                    e.data_file.location_key: e
                     for e in attempt.read_entries(manifest)
-                    if e.status != ManifestEntryStatus.DELETED and e.data_file.file_path in self.paths
+                    if e.status != ManifestEntryStatus.DELETED and e.data_file.location_key in self.paths
                 }
         return self._found[key]
 

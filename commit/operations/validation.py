@@ -45,7 +45,8 @@ class Change:
 
     @property
     def path(self) -> str:
-        return self.entry.data_file.file_path
+        """The file's :attr:`~table.manifest.DataFile.location_key` (a DV's includes its offset)."""
+        return self.entry.data_file.location_key
 
 
 def snapshots_since(base: TableMetadata, parent: Optional[Snapshot], starting_snapshot_id: Optional[int]) -> list[Snapshot]:
@@ -132,7 +133,7 @@ def new_deletes_for(
     for entry in entries:
         applying = index.for_data_file(_data_sequence_number(entry), entry.data_file)
         if applying:
-            result[entry.data_file.file_path] = [added[d.file_path] for d in applying]
+            result[entry.data_file.file_path] = [added[d.location_key] for d in applying]
     return result
 
 

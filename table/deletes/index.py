@@ -70,6 +70,7 @@ class DeleteFileIndex:
         self._equality: dict[tuple[Any, ...], _BySequence] = {}
         self._position: dict[tuple[Any, ...], _BySequence] = {}
         self._position_by_path: dict[str, _BySequence] = {}
+        self._vectors: dict[str, tuple[int, DataFile]] = {}  # data file -> its deletion vector (v3)
         for sequence_number, delete_file in deletes:
             self._add(sequence_number, delete_file, specs)
         for scope in self._scopes():
@@ -87,7 +88,9 @@ class DeleteFileIndex:
                 f"delete file {delete_file.file_path}: no partition spec {delete_file.spec_id}"
             )
         key = partition_key(delete_file.spec_id, delete_file.partition)
-        if delete_file.content == DataFileContent.POSITION_DELETES:
+        if delete_file.is_deletion_vector:
+            self._add_vector(sequence_number, delete_file)
+        elif delete_file.content == DataFileContent.POSITION_DELETES:
             path = referenced_data_file(delete_file)
             if path is None:
                 self._position.setdefault(key, _BySequence()).add(sequence_number, delete_file)
@@ -102,12 +105,31 @@ class DeleteFileIndex:
         else:
             raise ValidationError(f"{delete_file.file_path} is a data file, not a delete file")
 
+    def _add_vector(self, sequence_number: int, vector: DataFile) -> None:
+        """At most one DV per data file is live (spec "Deletion Vectors"): a second is a broken table."""
+        path = vector.referenced_data_file
+        assert path is not None  # the manifest reader and writer require it
+        if path in self._vectors:
+            raise ValidationError(
+                f"data file {path} has two deletion vectors ({self._vectors[path][1].file_path} and "
+                f"{vector.file_path}); the spec allows one"
+            )
+        self._vectors[path] = (sequence_number, vector)
+
     def for_data_file(self, sequence_number: int, data_file: DataFile) -> list[DataFile]:
-        """The delete files to apply to ``data_file`` (data sequence number given)."""
+        """The delete files to apply to ``data_file`` (data sequence number given).
+
+        A deletion vector replaces the file's position delete files (a writer
+        merged them into it), so those are not returned with it.
+        """
         key = partition_key(data_file.spec_id, data_file.partition)
         equality = self._global_equality.newer_than(sequence_number, inclusive=False)
         if key in self._equality:
             equality = equality + self._equality[key].newer_than(sequence_number, inclusive=False)
+        relevant = [d for d in equality if equality_deletes_may_apply(data_file, d, self._schema, self._key_stats)]
+        vector = self._vectors.get(data_file.file_path)
+        if vector is not None and vector[0] >= sequence_number:
+            return [vector[1]] + relevant
         position = []
         if key in self._position:
             scoped = self._position[key].newer_than(sequence_number, inclusive=True)
@@ -115,7 +137,6 @@ class DeleteFileIndex:
         if data_file.file_path in self._position_by_path:
             scoped = self._position_by_path[data_file.file_path].newer_than(sequence_number, inclusive=True)
             position = position + [d for d in scoped if partition_key(d.spec_id, d.partition) == key]
-        relevant = [d for d in equality if equality_deletes_may_apply(data_file, d, self._schema, self._key_stats)]
         return position + relevant
 
 
@@ -130,8 +151,10 @@ def _check_equality_ids(delete_file: DataFile) -> None:
 
 
 def referenced_data_file(delete_file: DataFile) -> Optional[str]:
-    """The one data file a position delete file refers to, when its ``file_path``
-    bounds are equal; None when it may refer to several."""
+    """The one data file a position delete file or DV refers to: its ``referenced_data_file``, or
+    its ``file_path`` bounds when they are equal; None when it may refer to several."""
+    if delete_file.referenced_data_file is not None:
+        return delete_file.referenced_data_file
     lower = (delete_file.lower_bounds or {}).get(DELETE_FILE_PATH_ID)
     upper = (delete_file.upper_bounds or {}).get(DELETE_FILE_PATH_ID)
     if lower is None or lower != upper:

@@ -18,6 +18,10 @@ of them is read by its own task, so a scan would read such a file once per
 data file. The reader's tasks share a :class:`PositionCache` instead: each
 row group a task needs is read once, and kept grouped by data file
 (:func:`group_by_path`) within a byte budget.
+
+A v3 deletion vector (:mod:`table.deletes.vectors`) is read here too, as the
+same ``(file_path, pos)`` rows: its one blob, found by offset and length, so
+every reader above handles DVs and position delete files alike.
 """
 
 from __future__ import annotations
@@ -27,11 +31,13 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Any, Collection, Iterable, Iterator, Optional
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from table.deletes.index import referenced_data_file
+from table.deletes.vectors import positions_of, read_deletion_vector
 from table.errors import MalformedFileError, ValidationError
 from table.io import FileIO
 from table.manifest import DataFile, DataFileContent
@@ -54,14 +60,49 @@ def read_positions(
     file calls them; ``with_pos=False`` reads ``file_path`` alone.
     """
     wanted = sorted(set(data_paths)) if data_paths is not None else None
+    if delete_file.is_deletion_vector:
+        rows = _vector_rows(io, delete_file, with_pos)
+        if wanted is None or delete_file.referenced_data_file in wanted:
+            yield rows
+        return
     with _open_deletes(io, delete_file, with_pos) as deletes:
         for group in deletes.row_groups(wanted):
             rows = deletes.read(group)
             yield rows if wanted is None else rows.filter(_is_wanted(rows.column(FILE_PATH), wanted))
 
 
+def vector_positions(io: FileIO, delete_file: DataFile) -> pa.Array:
+    """The positions a deletion vector deletes in its data file (sorted int64)."""
+    assert delete_file.referenced_data_file is not None and delete_file.content_offset is not None
+    assert delete_file.content_size_in_bytes is not None
+    vector = read_deletion_vector(io, delete_file.file_path, delete_file.content_offset,
+                                  delete_file.content_size_in_bytes, delete_file.referenced_data_file)
+    if len(vector) != delete_file.record_count:
+        raise MalformedFileError(delete_file.file_path, "record_count",
+                                 f"the deletion vector for {delete_file.referenced_data_file} holds {len(vector)} "
+                                 f"positions, its manifest entry says {delete_file.record_count}")
+    return pa.array(positions_of(vector), pa.int64())
+
+
+def _vector_rows(io: FileIO, delete_file: DataFile, with_pos: bool) -> pa.Table:
+    positions = vector_positions(io, delete_file)
+    paths = pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(positions), np.int32)),
+                                           pa.array([delete_file.referenced_data_file], pa.string()))
+    return pa.table([paths, positions] if with_pos else [paths], names=[FILE_PATH, POS][: 2 if with_pos else 1])
+
+
+def positions_for(io: FileIO, delete_file: DataFile, data_path: str) -> pa.Array:
+    """Every position one delete file (Parquet or DV) deletes in ``data_path``, as one int64 array."""
+    parts = list(positions_in(io, delete_file, data_path))
+    return pa.concat_arrays(parts) if parts else pa.array([], pa.int64())
+
+
 def positions_in(io: FileIO, delete_file: DataFile, data_path: str) -> Iterator[pa.Array]:
     """The positions one delete file deletes in the data file ``data_path`` (unsorted int64 parts)."""
+    if delete_file.is_deletion_vector:
+        if delete_file.referenced_data_file == data_path:
+            yield vector_positions(io, delete_file)
+        return
     for rows in read_positions(io, delete_file, (data_path,)):
         yield rows.column(POS).combine_chunks().cast(pa.int64())
 

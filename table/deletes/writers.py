@@ -1,4 +1,4 @@
-"""Position and equality delete file writers (spec: "Delete Formats").
+"""Position and equality delete file writers, and the v3 deletion vector writer (spec: "Delete Formats").
 
 Both write Parquet through :class:`DataFileWriter`, so delete files roll at
 the target size and carry exact metrics, the partition tuple and the spec id
@@ -14,15 +14,20 @@ planner can match delete files to data files by path.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from table.arrow_schema import cast_to_schema
 from table.errors import SchemaError, ValidationError
 from table.io import FileIO
-from table.manifest import DataFile, DataFileContent
+from table.deletes.index import referenced_data_file
+from table.deletes.positions import positions_for
+from table.deletes.vectors import DVBlob, write_deletion_vectors
+from table.manifest import DataFile, DataFileContent, FileFormat
 from table.parquet.column_stats import FULL, MetricsConfig
 from table.parquet.writer import DEFAULT_TARGET_FILE_SIZE, ArrowData, DataFileWriter, FileNameFactory, abort_all
 from table.partitioning import PartitionSpec
@@ -221,3 +226,95 @@ def _struct_reachable(struct: StructType) -> dict[int, NestedField]:
         if isinstance(child.field_type, StructType):
             fields.update(_struct_reachable(child.field_type))
     return fields
+
+
+# --------------------------------------------------------------------------
+# Deletion vectors (v3)
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Target:
+    """A data file that rows are deleted from: where its DV entry goes (the data file's partition)."""
+
+    spec_id: int
+    partition: tuple
+
+
+class DeletionVectorWriter:
+    """Collects deleted positions per data file and writes them as one Puffin file of deletion
+    vectors (spec "Deletion Vectors"): one blob per data file, each a delete file entry.
+
+    A v3 table holds at most one DV per data file, so a data file that already
+    has one (or v2 position delete files, in an upgraded table) gets a DV that
+    merges them: :meth:`merge_existing` reads the old deletes in, and
+    :attr:`replaced` lists the delete files the commit must remove with it.
+    """
+
+    def __init__(self, io: FileIO, location_prefix: str, file_name_factory: Optional[FileNameFactory] = None) -> None:
+        self._io = io
+        self._prefix = location_prefix.rstrip("/")
+        self._names = file_name_factory or FileNameFactory()
+        self._positions: dict[str, list[np.ndarray]] = {}
+        self._targets: dict[str, _Target] = {}
+        self.replaced: list[DataFile] = []
+        self._written: Optional[list[DataFile]] = None
+        self._location: Optional[str] = None
+
+    def delete(self, data_path: str, positions: Any, spec_id: int, partition: tuple) -> None:
+        """Delete ``positions`` (int64 array-like) of the data file ``data_path`` (spec and partition given)."""
+        if self._written is not None:
+            raise ValidationError("cannot write to a closed DeletionVectorWriter")
+        target = _Target(spec_id, tuple(partition))
+        if self._targets.setdefault(data_path, target) != target:
+            raise ValidationError(f"data file {data_path} given two partitions: {self._targets[data_path]} and {target}")
+        self._positions.setdefault(data_path, []).append(np.asarray(positions, dtype=np.int64))
+
+    def merge_existing(self, data_path: str, old: Sequence[DataFile], spec_id: int, partition: tuple) -> None:
+        """Fold the data file's existing DV or position deletes into its new DV; the commit removes them.
+
+        A DV names one data file and goes whole. A position delete file that
+        names several stays: its other files still need it (the spec keeps it
+        until each has a DV), and readers ignore it for files that have one.
+        """
+        for delete_file in old:
+            self.delete(data_path, positions_for(self._io, delete_file, data_path), spec_id, partition)
+            if delete_file.is_deletion_vector or referenced_data_file(delete_file) == data_path:
+                self.replaced.append(delete_file)
+
+    @property
+    def data_paths(self) -> list[str]:
+        return sorted(self._positions)
+
+    def close(self) -> list[DataFile]:
+        """Write the Puffin file (none when nothing was deleted); a delete file entry per DV."""
+        if self._written is None:
+            self._written = self._write() if self._positions else []
+        return self._written
+
+    def abort(self) -> None:
+        """Delete the Puffin file if it was written."""
+        self._written = self._written or []
+        if self._location is not None:
+            self._io.delete_many([self._location])
+
+    def _write(self) -> list[DataFile]:
+        self._location = f"{self._prefix}/{self._names().removesuffix('.parquet')}.puffin"
+        vectors = {path: np.concatenate(parts) for path, parts in self._positions.items()}
+        blobs = write_deletion_vectors(self._io, self._location, vectors)
+        return [self._entry(blob) for blob in blobs]
+
+    def _entry(self, blob: DVBlob) -> DataFile:
+        target = self._targets[blob.referenced_data_file]
+        return DataFile(
+            content=DataFileContent.POSITION_DELETES,
+            file_path=blob.location,
+            file_format=FileFormat.PUFFIN,
+            partition=target.partition,
+            record_count=blob.cardinality,
+            file_size_in_bytes=blob.file_size_in_bytes,
+            spec_id=target.spec_id,
+            referenced_data_file=blob.referenced_data_file,
+            content_offset=blob.content_offset,
+            content_size_in_bytes=blob.content_size_in_bytes,
+        )
