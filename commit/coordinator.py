@@ -87,6 +87,7 @@ def commit_batch(
     sleep: Callable[[float], None] = time.sleep,
     index_update: Optional[KeyIndexUpdate] = None,
     referenced_data_files: Iterable[str] = (),
+    removed_delete_files: Sequence[DataFile] = (),
 ) -> BatchCommitResult:
     """Commit batch ``batch_id`` of ``writer_id`` unless the branch already holds it.
 
@@ -104,12 +105,14 @@ def commit_batch(
     are deleted once the commit has landed. ``referenced_data_files``: the
     data files the position deletes point at, which must still be live
     (Java's ``validateDataFilesExist``; a delete file's bounds name only one).
+    ``removed_delete_files``: deletion vectors (and position delete files) that the batch's new
+    deletion vectors merged and replace (v3: one DV per data file).
     """
     extra = dict(snapshot_properties or {})
     clashing = sorted(BATCH_KEYS & extra.keys())
     if clashing:
         raise InvalidArgument(f"snapshot properties {clashing} are set by commit_batch itself")
-    operation = _operation(data_files, delete_files, fast_append, referenced_data_files)
+    operation = _operation(data_files, delete_files, fast_append, referenced_data_files, removed_delete_files)
     indexed = None if index_update is None else WithKeyIndex(operation, index_update)
     guard = BatchGuard(indexed or operation, writer_id, batch_id, offsets)
     producer = SnapshotProducer(
@@ -148,10 +151,12 @@ def _delete_obsolete(paths: Sequence[str]) -> None:
 
 
 def _operation(data_files: Sequence[DataFile], delete_files: Sequence[DataFile], fast_append: bool,
-               referenced_data_files: Iterable[str] = ()) -> SnapshotOperation:
+               referenced_data_files: Iterable[str] = (), removed_delete_files: Sequence[DataFile] = ()
+               ) -> SnapshotOperation:
     if fast_append and not delete_files:
         return FastAppend(data_files)
-    return RowDelta(data_files, delete_files, referenced_data_files=referenced_data_files)
+    return RowDelta(data_files, delete_files, referenced_data_files=referenced_data_files,
+                    removed_delete_files=removed_delete_files)
 
 
 def batch_status(

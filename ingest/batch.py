@@ -40,7 +40,7 @@ from commit.errors import CommitStateUnknown
 from commit.exactly_once import BatchStatus, branch_history, check_batch
 from commit.key_index.bucket import BucketChange
 from commit.key_index.manifest import KeyIndexConflict, KeyIndexStale
-from commit.operations.errors import MissingReferencedDataFiles
+from commit.operations.errors import DuplicateDeletionVectors, MissingFiles, MissingReferencedDataFiles
 from ingest.arrow_udf import map_in_arrow
 from ingest.dead_letter_task import SENT_DDL, DeadLetterTarget, decode_and_send
 from ingest.dead_letters import DeadLetterDeliveryError
@@ -58,6 +58,7 @@ from ingest.upsert_index import (
     read_index_changes,
     read_referenced,
     write_index_segments,
+    write_batch_vectors,
     write_index_segments_here,
     write_indexed,
 )
@@ -209,10 +210,24 @@ class BatchProcessor:
                 raise
             changes, update_s = read_index_changes(out)
             index = BatchIndex(start, changes, read_referenced(out), update_s)
-            self._last_changes = read_written(out).records_committed()
+            written = read_written(out)
+            self._last_changes = written.records_committed()
+            if start.plan.deletion_vectors:
+                written = self._with_vectors(written, out, metadata, index)
+            return written, batch_stats(read_stats(out)), index
         else:
             out = self._shuffled(source, metadata, fail)
         return read_written(out), batch_stats(read_stats(out)), index
+
+    def _with_vectors(self, written: BatchFiles, out: Any, metadata: TableMetadata, index: BatchIndex) -> BatchFiles:
+        """v3: the batch's deletion vectors, written on the driver from the tasks' deleted positions."""
+        try:
+            vectors, replaced = write_batch_vectors(FileIO.for_location(metadata.location), index.start, out,
+                                                    f"{metadata.location}/data")
+        except BaseException as error:
+            _delete_files(metadata, written.paths + index.paths, error)
+            raise
+        return written._replace(delete_files=written.delete_files + vectors, replaced_deletes=tuple(replaced))
 
     def _position_deletes(self, metadata: TableMetadata) -> bool:
         """Whether this upsert batch deletes previous rows by position (``floe.upsert.delete-strategy``)."""
@@ -320,6 +335,7 @@ class BatchProcessor:
                 snapshot_properties={MAX_TIMESTAMPS: encode_timestamps(stats.max_timestamps)},
                 index_update=None if index is None else index_update(index.start, index.changes, ident),
                 referenced_data_files=() if index is None else index.referenced,
+                removed_delete_files=written.replaced_deletes,
             )
         except CommitStateUnknown:
             raise  # the files may be in the table now: keep them
@@ -379,9 +395,10 @@ DRIVER_INDEX_WRITE_MAX_CHANGES = 200_000
 segments on the driver (a few MB of entries, one Spark stage fewer: measured 0.53-0.58x of an
 append's throughput against 0.46-0.51x, bench/upsert_index.py at 1 M rows); bigger batches
 (back-fills) write them in a stage of their own, spread over the executors."""
-INDEX_RACES = (MissingReferencedDataFiles, KeyIndexConflict, KeyIndexStale)
+INDEX_RACES = (MissingReferencedDataFiles, KeyIndexConflict, KeyIndexStale, DuplicateDeletionVectors, MissingFiles)
 """Commit failures after which a position-strategy batch is written again on the new snapshot: a
-compaction rewrote a file its deletes point at, or the key index moved in a way it cannot rebase on."""
+compaction rewrote a file its deletes point at, or the key index moved in a way it cannot rebase on;
+in v3, a deletion vector was added to, or removed from, a data file this batch's DV replaces."""
 
 
 class IndexRaced(Exception):

@@ -201,6 +201,7 @@ class TableSpec:
     location: Optional[str] = None
     bad_records: BadRecordPolicy = "fail"
     dead_letter_topic: Optional[str] = None
+    format_version: int = 2  # of a table Floe creates; an existing table must be at least this
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "partition", tuple((str(t), str(c)) for t, c in self.partition))
@@ -210,6 +211,8 @@ class TableSpec:
             raise JobSpecError("table.identifier", f"expected namespace.table, got {self.identifier!r}")
         if self.bad_records not in ("dead-letter", "fail"):
             raise JobSpecError("table.bad_records", f"expected 'dead-letter' or 'fail', got {self.bad_records!r}")
+        if self.format_version not in (2, 3):
+            raise JobSpecError("table.format_version", f"expected 2 or 3, got {self.format_version!r}")
         if (self.bad_records == "dead-letter") != (self.dead_letter_topic is not None):
             raise JobSpecError("table.dead_letter_topic", "set it exactly when bad_records is 'dead-letter'")
         try:
@@ -342,6 +345,7 @@ def job_to_json(job: IngestJob) -> dict[str, Any]:
             "location": table.location,
             "bad_records": table.bad_records,
             "dead_letter_topic": table.dead_letter_topic,
+            "format_version": table.format_version,
         },
         "catalog": vars(job.catalog),
         "checkpoint_location": job.checkpoint_location,

@@ -29,7 +29,7 @@ from enum import Enum
 from typing import Iterable, Iterator, Optional, Sequence
 
 from ingest.job import TableSpec
-from table.metadata import FORMAT_VERSION, TableMetadata
+from table.metadata import SUPPORTED_FORMAT_VERSIONS, TableMetadata
 from table.partitioning import PartitionSpec
 from table.schema import Schema
 from table.schema_evolution import SchemaUpdate, is_promotion
@@ -113,7 +113,7 @@ def table_differences(metadata: TableMetadata, table: TableSpec) -> list[Differe
     wanted = table.schema()
     sql_table = sql_identifier(table.identifier)
     return [
-        *_format_differences(metadata, sql_table),
+        *_format_differences(metadata, table.format_version, sql_table),
         *_struct_differences(metadata.schema().as_struct(), wanted.as_struct(), (), sql_table),
         *_key_differences(metadata.schema(), table.key_fields(), sql_table),
         *_partition_differences(metadata, table.partition_spec(wanted), wanted, sql_table),
@@ -356,18 +356,22 @@ def _sort_differences(
     )]
 
 
-def _format_differences(metadata: TableMetadata, sql_table: str) -> list[Difference]:
+def _format_differences(metadata: TableMetadata, wanted: int, sql_table: str) -> list[Difference]:
+    """A table below the configured format version (Floe writes v2 and v3 tables; it never downgrades)."""
     version = metadata.format_version
-    if version == FORMAT_VERSION:
+    if version >= wanted and version in SUPPORTED_FORMAT_VERSIONS:
         return []
-    if version < FORMAT_VERSION:
-        fix = f"upgrade it by hand in Spark SQL: ALTER TABLE {sql_table} SET TBLPROPERTIES ('format-version' = '2')"
+    if version < min(SUPPORTED_FORMAT_VERSIONS):
+        fix = f"upgrade it by hand in Spark SQL: ALTER TABLE {sql_table} SET TBLPROPERTIES ('format-version' = '{wanted}')"
+        reason = f"Floe writes format versions {list(SUPPORTED_FORMAT_VERSIONS)} only"
+    elif version < wanted:
+        fix = (f"upgrade it: floe table upgrade {sql_table} --format-version {wanted}, "
+               f"or set format_version: {version} in the configuration")
+        reason = f"the configuration asks for format version {wanted}"
     else:
-        fix = f"point the configuration at a format {FORMAT_VERSION} table"
-    return [Difference(
-        Kind.CHANGE_FORMAT_VERSION, "format version", str(version), str(FORMAT_VERSION),
-        reason=f"Floe writes format {FORMAT_VERSION} tables only", fix=fix,
-    )]
+        fix = f"point the configuration at a format {max(SUPPORTED_FORMAT_VERSIONS)} table or older"
+        reason = f"Floe writes format versions {list(SUPPORTED_FORMAT_VERSIONS)} only"
+    return [Difference(Kind.CHANGE_FORMAT_VERSION, "format version", str(version), str(wanted), reason=reason, fix=fix)]
 
 
 def _spec_terms(spec: PartitionSpec, schema: Schema) -> list[str]:

@@ -1,7 +1,7 @@
 """The table on first start: created if missing, checked against the job otherwise.
 
 A new table gets the job's schema (with the key as identifier fields),
-partition spec, sort order and properties, always ``format-version=2``. When
+partition spec, sort order and properties, at the job's ``format_version`` (2 unless set). When
 the job upserts into a table whose partition is not determined by the key,
 the table also needs an unpartitioned spec (not the default) for global
 equality deletes; it is added here, once, as its own metadata commit.
@@ -103,7 +103,7 @@ def _create(catalog: Catalog, table: TableSpec) -> None:
     defaults = dict(STREAMING_TABLE_DEFAULTS)
     if table.mode == "upsert":
         defaults.update(UPSERT_TABLE_DEFAULTS)
-    properties = {**defaults, **as_dict(table.properties), "format-version": "2"}
+    properties = {**defaults, **as_dict(table.properties), "format-version": str(table.format_version)}
     try:
         catalog.create_table(
             ident, schema, table.partition_spec(schema), table.iceberg_sort_order(schema), properties, table.location

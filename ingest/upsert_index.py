@@ -28,9 +28,9 @@ import json
 import logging
 import pickle
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -55,7 +55,7 @@ from ingest.transport import table_batch
 from ingest.writer import TaskWriter, WriteTask, stats_batch, task_prefix, write_all, written_batch, written_rows
 from table import properties
 from table.arrow_schema import cast_to_schema
-from table.deletes.writers import PositionDeleteWriter
+from table.deletes.writers import DeletionVectorWriter, PositionDeleteWriter
 from table.io import FileIO
 from table.manifest import DataFile
 from table.metadata import MAIN_BRANCH, TableMetadata
@@ -66,6 +66,7 @@ from table.schema import Schema, schema_from_json
 log = logging.getLogger("floe.ingest")
 
 INDEX_ENTRIES, INDEX_SEGMENT, REFERENCED = "index_entries", "index_segment", "referenced_data_files"
+DV_POSITIONS = "dv_positions"  # v3: deleted (file, pos) of a write task, for the driver's deletion vectors
 _DELETE_ROUTE = b"\x1d"  # routing keys of delete rows: never a data row's partition key
 _BUCKET = "__floe_bucket"
 
@@ -86,6 +87,7 @@ class IndexPlan:
     partitions: tuple[tuple[int, tuple[Any, ...]], ...] = ()
     specs: tuple[tuple[int, str], ...] = ()
     max_deltas: int = 8
+    deletion_vectors: bool = False  # v3: tasks return deleted positions, the driver writes DVs
 
     def index(self) -> IndexManifest:
         return _parsed_manifest(self.manifest)
@@ -122,6 +124,8 @@ class IndexStart:
     prelude: Optional[IndexChange] = None
     rebuilt: bool = False
     rebuilt_from: Optional[int] = None
+    existing_deletes: Mapping[str, tuple[DataFile, ...]] = field(default_factory=dict)
+    """v3: each live data file's DV or position deletes, which a new DV of the file merges (driver only)."""
 
     @property
     def paths(self) -> list[str]:
@@ -169,8 +173,10 @@ def plan_index(io: FileIO, metadata: TableMetadata, key_ids: Sequence[int], tabl
         key_ids=tuple(key_ids), live_files=tuple(files),
         partitions=tuple(_spec_and_partition(tasks, by_ordinal[o]) for o in range(len(by_ordinal))),
         specs=specs, max_deltas=properties.KEY_INDEX_MAX_DELTAS.read(metadata.properties),
+        deletion_vectors=metadata.tracks_row_lineage,
     )
-    return IndexStart(plan, manifest, prelude, rebuilt, rebuilt_from)
+    existing = {t.data_file.file_path: tuple(t.position_deletes) for t in tasks if t.position_deletes}
+    return IndexStart(plan, manifest, prelude, rebuilt, rebuilt_from, existing if plan.deletion_vectors else {})
 
 
 def _spec_and_partition(tasks: Sequence[Any], key: tuple[int, Any]) -> tuple[int, tuple[Any, ...]]:
@@ -286,6 +292,7 @@ class IndexedTaskWriter(TaskWriter):
         self.names = names
         self.key_schema = plan.key_schema()
         self.position_deletes: dict[int, PositionDeleteWriter] = {}
+        self.vector_positions: list[pa.Table] = []  # v3: (file_path, pos, partition ordinal), for the driver
         self.written: list[_Written] = []
         self.tombstones: list[pa.Table] = []
         self.referenced: set[str] = set()
@@ -331,6 +338,11 @@ class IndexedTaskWriter(TaskWriter):
             ordinal = int(route[len(_DELETE_ROUTE):])
             part = rows.filter(pc.equal(routes, pa.scalar(route, pa.binary())))
             self.referenced.update(pc.unique(part.column(DELETE_FILE_COLUMN)).to_pylist())
+            if self.plan.deletion_vectors:
+                self.vector_positions.append(pa.table({
+                    "file_path": part.column(DELETE_FILE_COLUMN), "pos": part.column(DELETE_POS_COLUMN),
+                    "ordinal": pa.array(np.full(part.num_rows, ordinal, np.int32))}))
+                continue
             writer = self.position_deletes.get(ordinal)
             if writer is None:
                 spec_id, partition = self.plan.partitions[ordinal]
@@ -360,6 +372,9 @@ def write_indexed(batches: Iterator[pa.RecordBatch], task: WriteTask, plan: Inde
     yield written_batch(data, deletes, writer.deleted_keys)
     if writer.referenced:
         yield written_rows([REFERENCED], [json.dumps(sorted(writer.referenced)).encode()], [len(writer.referenced)], [0])
+    if writer.vector_positions:
+        positions = pa.concat_tables(writer.vector_positions)
+        yield written_rows([DV_POSITIONS], [_ipc(positions)], [positions.num_rows], [0])
     if entries:
         yield index_entry_rows(entries)
     if stats:
@@ -396,14 +411,57 @@ def index_entry_rows(entries: dict[int, pa.Table]) -> pa.RecordBatch:
     """One ``index_entries`` row per bucket: the entries as an Arrow IPC stream."""
     kinds, payloads, records, buckets = [], [], [], []
     for bucket, table in sorted(entries.items()):
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, table.schema) as stream:
-            stream.write_table(table)
         kinds.append(INDEX_ENTRIES)
-        payloads.append(sink.getvalue().to_pybytes())
+        payloads.append(_ipc(table))
         records.append(table.num_rows)
         buckets.append(bucket)
     return written_rows(kinds, payloads, records, [0] * len(kinds), buckets)
+
+
+def _ipc(table: pa.Table) -> bytes:
+    """``table`` as an Arrow IPC stream: how a task hands rows to the driver in its output."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as stream:
+        stream.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+# ---------------------------------------------------------------------------
+# Driver, v3: the batch's deletion vectors
+# ---------------------------------------------------------------------------
+
+
+def write_batch_vectors(io: FileIO, start: IndexStart, rows: pa.Table, location: str) -> tuple[list[DataFile], list[DataFile]]:
+    """The batch's deletion vectors, one per data file it deletes from, each merged with the file's
+    existing DV or position deletes: written as one Puffin file under ``location``; the DVs and
+    the delete files they replace (the commit removes those).
+
+    On the driver, so that each data file gets exactly one DV however many
+    tasks deleted from it (an unpartitioned table's lookup tasks split by key,
+    not by file).
+    """
+    parts = [pa.ipc.open_stream(p).read_all() for k, p in
+             zip(rows.column("kind").to_pylist(), rows.column("payload").to_pylist()) if k == DV_POSITIONS]
+    if not parts:
+        return [], []
+    deleted = pa.concat_tables(parts)
+    writer = DeletionVectorWriter(io, location, FileNameFactory("driver"))
+    paths = deleted.column("file_path").combine_chunks().dictionary_encode()
+    which = paths.indices.to_numpy()
+    positions = deleted.column("pos").combine_chunks().to_numpy()
+    ordinals = deleted.column("ordinal").combine_chunks().to_numpy()
+    order = np.argsort(which, kind="stable")
+    names = paths.dictionary.to_pylist()
+    try:
+        for rows_of_file in np.split(order, np.flatnonzero(np.diff(which[order])) + 1):
+            path = names[which[rows_of_file[0]]]
+            spec_id, partition = start.plan.partitions[int(ordinals[rows_of_file[0]])]
+            writer.merge_existing(path, start.existing_deletes.get(path, ()), spec_id, partition)
+            writer.delete(path, positions[rows_of_file], spec_id, partition)
+        return writer.close(), list(writer.replaced)
+    except BaseException:
+        writer.abort()
+        raise
 
 
 # ---------------------------------------------------------------------------

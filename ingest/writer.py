@@ -276,6 +276,7 @@ class BatchFiles(NamedTuple):
     data_files: list[DataFile]
     delete_files: list[DataFile]
     deleted_keys: int
+    replaced_deletes: tuple[DataFile, ...] = ()  # v3: the DVs (or position deletes) the new DVs replace
 
     @property
     def paths(self) -> list[str]:

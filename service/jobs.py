@@ -95,6 +95,7 @@ def table_spec(table: TableConfig) -> TableSpec:
             for t in table.sort_terms()
         ),
         properties=table.properties,
+        format_version=table.format_version,
         bad_records=table.bad_records,
         dead_letter_topic=table.dead_letter_topic,
     )

@@ -173,6 +173,11 @@ class TableConfig(Section):
     dead_letter_topic: Optional[TopicName] = Field(
         None, description="Topic for bad records; required with `bad_records: dead-letter`."
     )
+    format_version: Literal[2, 3] = Field(
+        2,
+        description="Iceberg format version of a table Floe creates: 3 writes deletion vectors and row lineage. "
+        "An existing table below it is refused; `floe table upgrade` upgrades one.",
+    )
     properties: Properties = Field(
         default_factory=dict,
         description="Iceberg table properties set at creation (e.g. `write.target-file-size-bytes`).",

@@ -32,8 +32,9 @@ from compaction.runner import CompactionOptions, CompactionRunner, RunResult
 from ingest.stream import run_ingest
 from table import properties
 from table.io import FileIO
-from table.metadata import MAIN_BRANCH
+from table.metadata import MAIN_BRANCH, Snapshot, TableMetadata
 from table.scan import TableScan
+from table.tasks import FileScanTask
 from tests.ingest.e2e_support import Event, change_events, expected_table, normalized, produce, upsert_job
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
@@ -44,17 +45,28 @@ PARTITIONS = 3
 MAX_OFFSETS = 8_000
 
 
+def check_v3_snapshot(at: TableMetadata, snapshot: Snapshot, tasks: list[FileScanTask]) -> None:
+    """Deletes are deletion vectors, at most one per data file, and the snapshot assigned row ids."""
+    assert all(d.is_deletion_vector for t in tasks for d in t.position_deletes), f"snapshot {snapshot.snapshot_id}"
+    assert all(len(t.position_deletes) <= 1 for t in tasks), f"two DVs for a data file at {snapshot.snapshot_id}"
+    assert snapshot.first_row_id is not None and snapshot.added_rows is not None
+    ranges = sorted((t.data_file.first_row_id, t.data_file.first_row_id + t.data_file.record_count) for t in tasks)
+    assert all(end <= start for (_, end), (start, _) in zip(ranges, ranges[1:])), "row ids overlap"
+    assert ranges[-1][1] <= snapshot.first_row_id + snapshot.added_rows
+
+
 def with_malformed(events: list[Event]) -> list[Event]:
     """Every 997th record is not JSON: it goes to the dead-letter topic and changes nothing."""
     return [Event(e.key, b"{not json") if i % 997 == 500 else e for i, e in enumerate(events)]
 
 
-@pytest.mark.parametrize("partition", [
-    (("bucket[4]", "id"),),
-    (("bucket[4]", "id"), ("day", "event_ts")),
-], ids=["key-determines-partition", "key-moves-between-partitions"])
+@pytest.mark.parametrize(("partition", "format_version"), [
+    ((("bucket[4]", "id"),), 2),
+    ((("bucket[4]", "id"), ("day", "event_ts")), 2),
+    ((("bucket[4]", "id"), ("day", "event_ts")), 3),
+], ids=["key-determines-partition", "key-moves-between-partitions", "v3-deletion-vectors"])
 def test_every_snapshot_reads_exactly_in_every_engine(spark, kafka_bootstrap, new_topic, iceberg_oracle,
-                                                     tmp_path: Path, partition) -> None:
+                                                     tmp_path: Path, partition, format_version) -> None:
     topic = new_topic("e2e-position", partitions=PARTITIONS)
     dead = new_topic("e2e-position-dlq", partitions=1)
     delivered = produce(kafka_bootstrap, topic, with_malformed(change_events(EVENTS, KEYS, seed=11)))
@@ -62,7 +74,7 @@ def test_every_snapshot_reads_exactly_in_every_engine(spark, kafka_bootstrap, ne
 
     job = upsert_job(kafka_bootstrap, topic, tmp_path, max_offsets=MAX_OFFSETS, partition=partition)
     job = dataclasses.replace(job, table=dataclasses.replace(job.table, bad_records="dead-letter",
-                                                             dead_letter_topic=dead))
+                                                             dead_letter_topic=dead, format_version=format_version))
     query = run_ingest(job, spark)
     assert query.await_termination(600), "the AvailableNow query did not finish"
 
@@ -83,6 +95,8 @@ def test_every_snapshot_reads_exactly_in_every_engine(spark, kafka_bootstrap, ne
         tasks = list(TableScan(io, at, ref=MAIN_BRANCH).plan_files())
         assert not any(t.equality_deletes for t in tasks), f"snapshot {snapshot.snapshot_id} has equality deletes"
         position_deletes += sum(len(t.position_deletes) for t in tasks)
+        if format_version == 3:
+            check_v3_snapshot(at, snapshot, tasks)
         assert normalized(TableScan(io, metadata, snapshot_id=snapshot.snapshot_id).to_arrow()) == expected
         java = iceberg_oracle.call("tests.support.oracle_ops:read_by_metadata_location",
                                    metadata_location=loaded.metadata_location, snapshot_id=snapshot.snapshot_id)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import replace
 from typing import Any
 
@@ -348,3 +350,15 @@ def test_evolving_refuses_a_refused_difference():
     refused = table_differences(metadata, spec(*replaced(BASE, "qty", field_type=StringType())))
     with pytest.raises(NotEvolvable, match="column 'qty': change type is not an evolution Floe applies"):
         evolve_schema(metadata.schema(), metadata.last_column_id, refused)
+
+
+def test_a_table_below_the_configured_format_version_is_refused_with_the_upgrade_command():
+    metadata = table(spec(*BASE))
+    d = only(table_differences(metadata, dataclasses.replace(spec(*BASE), format_version=3)))
+    assert (d.kind, d.in_table, d.configured) == (Kind.CHANGE_FORMAT_VERSION, "2", "3")
+    assert "floe table upgrade shop.orders --format-version 3" in d.fix
+
+
+def test_a_v3_table_is_written_by_a_v2_configuration():
+    metadata = table(spec(*BASE)).upgrade_format_version(3)
+    assert table_differences(metadata, spec(*BASE)) == []
