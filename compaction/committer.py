@@ -48,7 +48,7 @@ from commit.snapshot_producer import SnapshotProducer
 from compaction.planner import FileGroup
 from compaction.rewriter import GroupRewrite, RewriteStatus
 from table.deletes.positions import deleted_positions, referenced_data_files
-from table.deletes.writers import PositionDeleteWriter
+from table.deletes.writers import DeletionVectorWriter, PositionDeleteWriter
 from table.errors import TableError
 from table.io import FileIO
 from table.manifest import DataFile, DataFileContent, ManifestEntry, ManifestEntryStatus
@@ -125,6 +125,7 @@ class _Pending:
     carried_files: list[DataFile] = field(default_factory=list)
     carried: dict[str, set[int]] = field(default_factory=dict)  # old path -> old positions carried
     carried_count: int = 0
+    carried_new: dict[str, list[int]] = field(default_factory=dict)  # v3: new path -> new positions carried
 
     @property
     def group_id(self) -> int:
@@ -152,6 +153,8 @@ class CommitContext:
     use_starting_sequence_number: bool = True
     max_carry_rounds: int = MAX_CARRY_ROUNDS_DEFAULT
     before_commit: Optional[BeforeCommit] = None
+    deletion_vectors: bool = False
+    """v3: carried-over deletes are deletion vectors (one per new file), not position delete files."""
 
 
 class RewriteCommitter:
@@ -275,7 +278,7 @@ class _BatchCommit:
         for p in self.pending.values():
             for d in p.rewritten.group.delete_files:
                 if d.content == DataFileContent.POSITION_DELETES:
-                    candidates.setdefault(d.file_path, d)
+                    candidates.setdefault(d.location_key, d)  # a DV: its Puffin file and offset
         skip = self.owner.removed_deletes | self.gone_deletes
         return sorted(
             path for path, d in candidates.items() if path not in skip and self.owner.referenced(d) <= replaced
@@ -433,9 +436,31 @@ class _BatchCommit:
             assert path is not None
             pending.position_map = read_position_map(self.ctx.io, path)
         translated = pending.position_map.translate(fresh)
-        files = self._write_position_deletes(pending, translated)
-        pending.carried_files.extend(files)
+        if self.ctx.deletion_vectors:
+            self._write_vectors(pending, translated)
+        else:
+            pending.carried_files.extend(self._write_position_deletes(pending, translated))
         pending.carried_count += sum(len(v) for v in translated.values())
+
+    def _write_vectors(self, pending: _Pending, translated: Mapping[str, list[int]]) -> None:
+        """v3: one DV per new file, holding every position carried to it in every round so far.
+
+        A later round rewrites the group's DVs whole and deletes the earlier
+        Puffin file (never committed): a new file may have one DV only.
+        """
+        for path, positions in translated.items():
+            pending.carried_new.setdefault(path, []).extend(positions)
+        partitions = {f.file_path: f.partition for f in pending.added}
+        names = FileNameFactory(
+            prefix=f"{pending.group_id:05d}-carry{self.owner.next_carry_round()}", operation_id=self.ctx.run_id
+        )
+        writer = DeletionVectorWriter(self.ctx.io, self.ctx.data_location, names)
+        for path, positions in pending.carried_new.items():
+            writer.delete(path, positions, self.ctx.output_spec.spec_id, partitions[path])
+        earlier = sorted({f.file_path for f in pending.carried_files})
+        pending.carried_files[:] = writer.close()
+        if earlier:
+            self.ctx.io.delete_many(earlier)
 
     def _write_position_deletes(self, pending: _Pending, translated: Mapping[str, list[int]]) -> list[DataFile]:
         """Delete files for the translated positions, one writer per partition of the new files."""

@@ -512,5 +512,6 @@ class _Work:
             max_carry_rounds=self.runner.options.max_carry_rounds,
             before_commit=self.runner.before_commit,
             writer=self.writer,
+            deletion_vectors=self.metadata.tracks_row_lineage,
         )
 

@@ -360,7 +360,7 @@ def _format_differences(metadata: TableMetadata, wanted: int, sql_table: str) ->
     """A table below the configured format version (Floe writes v2 and v3 tables; it never downgrades)."""
     version = metadata.format_version
     if version >= wanted and version in SUPPORTED_FORMAT_VERSIONS:
-        return []
+        return _default_value_differences(metadata, sql_table)
     if version < min(SUPPORTED_FORMAT_VERSIONS):
         fix = f"upgrade it by hand in Spark SQL: ALTER TABLE {sql_table} SET TBLPROPERTIES ('format-version' = '{wanted}')"
         reason = f"Floe writes format versions {list(SUPPORTED_FORMAT_VERSIONS)} only"
@@ -372,6 +372,22 @@ def _format_differences(metadata: TableMetadata, wanted: int, sql_table: str) ->
         fix = f"point the configuration at a format {max(SUPPORTED_FORMAT_VERSIONS)} table or older"
         reason = f"Floe writes format versions {list(SUPPORTED_FORMAT_VERSIONS)} only"
     return [Difference(Kind.CHANGE_FORMAT_VERSION, "format version", str(version), str(wanted), reason=reason, fix=fix)]
+
+
+def _default_value_differences(metadata: TableMetadata, sql_table: str) -> list[Difference]:
+    """v3 column default values, which Floe does not write: refused, naming the column."""
+    schema = metadata.schema()
+    found = []
+    for field_id in sorted(schema.field_ids):
+        column = schema.find_field(field_id)
+        if column.initial_default is not None or column.write_default is not None:
+            name = schema.find_column_name(field_id)
+            found.append(Difference(
+                Kind.CHANGE_FORMAT_VERSION, f"default value of column {name}", "set", "none",
+                reason="Floe does not write v3 column default values (initial-default, write-default)",
+                fix=f"drop the default in Spark SQL: ALTER TABLE {sql_table} ALTER COLUMN {name} DROP DEFAULT",
+            ))
+    return found
 
 
 def _spec_terms(spec: PartitionSpec, schema: Schema) -> list[str]:

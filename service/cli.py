@@ -75,6 +75,8 @@ def _table(args: argparse.Namespace) -> int:
     catalog = _catalog_from(args)
     if args.table_command == "list":
         return _print(inspect.list_tables(catalog))
+    if args.table_command == "upgrade":
+        return _upgrade(catalog, args.identifier, args.format_version)
     loaded = catalog.load_table(args.identifier)
     io = FileIO.for_location(loaded.metadata_location)
     views: dict[str, Callable[[], list[str]]] = {
@@ -84,6 +86,18 @@ def _table(args: argparse.Namespace) -> int:
         "scan": lambda: inspect.scan(io, loaded.metadata, args.limit, _known_columns(args, loaded.metadata)),
     }
     return _print(views[args.table_command]())
+
+
+def _upgrade(catalog: Any, identifier: str, version: int) -> int:
+    """``floe table upgrade``: one metadata commit; existing files stay valid (spec Appendix E)."""
+    from commit.format_upgrade import upgrade_format_version
+
+    before = catalog.load_table(identifier).metadata.format_version
+    after = upgrade_format_version(catalog, identifier, version)
+    if before == after.format_version:
+        return _print([f"table {identifier} is already at format version {before}"])
+    return _print([f"upgraded table {identifier} from format version {before} to {after.format_version} "
+                   f"(next-row-id {after.next_row_id}); its position delete files stay valid until compaction"])
 
 
 def _known_columns(args: argparse.Namespace, metadata: Any) -> tuple[str, ...]:
@@ -196,7 +210,8 @@ def _catalog_options() -> argparse.ArgumentParser:
 
 def _add_table_commands(commands: argparse._SubParsersAction) -> None:
     catalog = _catalog_options()
-    table = commands.add_parser("table", parents=[catalog], help="inspect a table: list, describe, history, files, scan")
+    table = commands.add_parser("table", parents=[catalog],
+                                help="inspect a table: list, describe, history, files, scan; upgrade its format")
     sub = table.add_subparsers(dest="table_command", required=True)
     sub.add_parser("list", parents=[catalog], help="every table in the catalog")
     for name, text in (
@@ -211,6 +226,9 @@ def _add_table_commands(commands: argparse._SubParsersAction) -> None:
             view.add_argument("--limit", type=int, default=20, help="rows to print at most (default: 20)")
             view.add_argument("--columns", action="append", metavar="A,B",
                               help="columns to print, comma-separated (default: all)")
+    upgrade = sub.add_parser("upgrade", parents=[catalog], help="upgrade the table's format version (2 to 3)")
+    upgrade.add_argument("identifier", help="namespace.table")
+    upgrade.add_argument("--format-version", type=int, choices=(3,), required=True, help="the version to upgrade to")
     table.set_defaults(func=_table)
 
 

@@ -91,17 +91,20 @@ def history(metadata: TableMetadata) -> list[str]:
 
 
 def files(io: FileIO, metadata: TableMetadata) -> list[str]:
-    """Live data files with their size, rows and the delete files applying to each."""
+    """Live data files with their size, rows and the delete files applying to each; a deletion
+    vector (v3) is shown with its cardinality and Puffin file."""
     lines, delete_files = [], set()
     for task in TableScan(io, metadata).plan_files():
         f = task.data_file
-        kinds = Counter(d.content for d in task.delete_files)
-        delete_files |= {d.file_path for d in task.delete_files}
+        vectors = [d for d in task.delete_files if d.is_deletion_vector]
+        kinds = Counter(d.content for d in task.delete_files if not d.is_deletion_vector)
+        delete_files |= {d.location_key for d in task.delete_files}
+        dv = "".join(f"  dv={d.record_count} deleted in {d.file_path}@{d.content_offset}" for d in vectors)
         lines.append(
             f"{f.file_path}  spec={f.spec_id} partition={f.partition}  {f.file_size_in_bytes} B  "
             f"{f.record_count} rows  seq={task.data_sequence_number}  "
             f"position-deletes={kinds[DataFileContent.POSITION_DELETES]} "
-            f"equality-deletes={kinds[DataFileContent.EQUALITY_DELETES]}"
+            f"equality-deletes={kinds[DataFileContent.EQUALITY_DELETES]}{dv}"
         )
     lines.append(f"{len(lines)} data files; {len(delete_files)} delete files apply to them")
     return lines

@@ -15,6 +15,7 @@ key index checks clean at the end.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -103,12 +104,14 @@ class Compactor(threading.Thread):
             self.error = error
 
 
+@pytest.mark.parametrize("format_version", [2, 3], ids=["v2-position-deletes", "v3-deletion-vectors"])
 def test_sigkill_at_random_points_loses_and_duplicates_nothing(kafka_bootstrap, new_topic, iceberg_oracle,
-                                                               tmp_path: Path):
+                                                               tmp_path: Path, format_version: int):
     topic = new_topic("e2e-crash", partitions=PARTITIONS)
     delivered = produce(kafka_bootstrap, topic, change_events(EVENTS, KEYS, seed=5))
     expected = expected_table(delivered)
     job = upsert_job(kafka_bootstrap, topic, tmp_path, max_offsets=MAX_OFFSETS)
+    job = dataclasses.replace(job, table=dataclasses.replace(job.table, format_version=format_version))
     job_file = tmp_path / "job.json"
     job_file.write_text(json.dumps(job_to_json(job)))
     log = tmp_path / "ingest.log"
@@ -154,6 +157,7 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(kafka_bootstrap, 
     batches = [s for s in loaded.metadata.snapshots if "floe.batch-id" in s.summary]
     batch_ids = [(s.summary["floe.writer-id"], s.summary["floe.batch-id"]) for s in batches]
     assert len(batch_ids) == len(set(batch_ids)), "a batch was committed twice"
+    assert loaded.metadata.format_version == format_version
     assert_every_snapshot(loaded, delivered, topic, iceberg_oracle)
 
 
@@ -168,6 +172,9 @@ def assert_every_snapshot(loaded: Any, delivered: list[Any], topic: str, oracle:
         expected = expected_table([d for d in delivered if d.offset < ends.get(d.partition, 0)])
         tasks = list(TableScan(io, at, ref=MAIN_BRANCH).plan_files())
         assert not any(t.equality_deletes for t in tasks), f"snapshot {snapshot.snapshot_id} has equality deletes"
+        if metadata.format_version >= 3:  # deletion vectors only, never two for one data file
+            assert all(len(t.position_deletes) <= 1 and all(d.is_deletion_vector for d in t.position_deletes)
+                       for t in tasks), f"snapshot {snapshot.snapshot_id}"
         assert normalized(TableScan(io, metadata, snapshot_id=snapshot.snapshot_id).to_arrow()) == expected
         assert normalized(static.scan(snapshot_id=snapshot.snapshot_id).to_arrow()) == expected
         java = oracle.call("tests.support.oracle_ops:read_by_metadata_location",

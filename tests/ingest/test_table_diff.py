@@ -362,3 +362,19 @@ def test_a_table_below_the_configured_format_version_is_refused_with_the_upgrade
 def test_a_v3_table_is_written_by_a_v2_configuration():
     metadata = table(spec(*BASE)).upgrade_format_version(3)
     assert table_differences(metadata, spec(*BASE)) == []
+
+
+def test_a_column_default_value_is_refused_naming_the_column():
+    metadata = table(spec(*BASE)).upgrade_format_version(3)
+    schema = metadata.schema()
+    column = schema.fields[0]
+    with_default = dataclasses.replace(column, initial_default=_default_for(column))
+    object.__setattr__(metadata, "schemas", (Schema(with_default, *schema.fields[1:], schema_id=schema.schema_id,
+                                                      identifier_field_ids=schema.identifier_field_ids),))
+    d = only(table_differences(metadata, spec(*BASE)))
+    assert d.subject == f"default value of column {column.name}" and "does not write v3 column default" in d.reason
+
+
+def _default_for(column):
+    from table.types import LongType, StringType
+    return {LongType(): 0, StringType(): "x"}.get(column.field_type, 0)

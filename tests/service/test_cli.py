@@ -17,9 +17,14 @@ import yaml
 
 from commit.catalog import Catalog
 from service.cli import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, main
+from commit.operations.row_delta import RowDelta
 from service.local_kafka import free_port
+from table.deletes.writers import DeletionVectorWriter
+from table.io import FileIO
+from table.scan import TableScan
 from table.schema import Schema
 from table.types import LongType, NestedField, StringType
+from tests.commit.producer_support import CommitTable
 from tests.support.table_builder import HandWrittenTable
 
 
@@ -67,6 +72,29 @@ def test_table_files_and_scan_apply_deletes(registered_table, capsys):
     assert main([*base, "scan", "db.people", "--limit", "3", "--columns", "name"]) == EXIT_OK
     rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
     assert len(rows) == 3 and all(set(r) == {"name"} for r in rows)
+
+
+def test_table_upgrade_to_v3_keeps_rows_and_files_shows_deletion_vectors(registered_table, capsys):
+    base, table = registered_table
+    assert main([*base, "upgrade", "db.people", "--format-version", "3"]) == EXIT_OK
+    assert "from format version 2 to 3 (next-row-id 0)" in capsys.readouterr().out
+    assert main([*base, "upgrade", "db.people", "--format-version", "3"]) == EXIT_OK
+    assert "already at format version 3" in capsys.readouterr().out
+
+    uri, warehouse = base[2], base[4]
+    with Catalog(uri, warehouse) as catalog:
+        commit_table = CommitTable(catalog, "db.people", FileIO.for_location(table.metadata_location))
+        [task] = [t for t in TableScan(commit_table.io, commit_table.metadata()).plan_files() if t.position_deletes]
+        data_file = task.data_file
+        writer = DeletionVectorWriter(commit_table.io, f"{commit_table.location}/data")
+        writer.merge_existing(data_file.file_path, task.position_deletes, data_file.spec_id, data_file.partition)
+        writer.delete(data_file.file_path, [1], data_file.spec_id, data_file.partition)
+        commit_table.commit(RowDelta([], writer.close(), removed_delete_files=writer.replaced))
+    assert main([*base, "files", "db.people"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "dv=2 deleted in " in out and ".puffin@4" in out and "position-deletes=0" in out
+    assert main([*base, "scan", "db.people", "--limit", "100"]) == EXIT_OK
+    assert len(capsys.readouterr().out.strip().splitlines()) == 8  # the old position delete, merged, and one more
 
 
 def _config(tmp_path: Path, bootstrap: str, **kafka: Any) -> Path:
