@@ -34,6 +34,8 @@ class TableHealth:
     small_files: int
     avg_file_size_bytes: float
     equality_delete_files: int
+    deletion_vectors: int = 0  # v3: live DVs (each counted as a delete file too)
+    deleted_by_vectors: int = 0  # rows the live DVs delete
 
 
 def table_health(tasks: Iterable[FileScanTask], min_file_size: int) -> TableHealth:
@@ -50,15 +52,18 @@ def table_health(tasks: Iterable[FileScanTask], min_file_size: int) -> TableHeal
     data_files = small = total_bytes = 0
     delete_paths: set[str] = set()
     equality_paths: set[str] = set()
+    vectors: dict[str, int] = {}  # DV (Puffin file and offset) -> its cardinality
     for task in tasks:
         size = task.data_file.file_size_in_bytes
         data_files += 1
         total_bytes += size
         small += size < min_file_size
-        delete_paths.update(d.file_path for d in task.delete_files)
+        delete_paths.update(d.location_key for d in task.delete_files)
+        vectors.update((d.location_key, d.record_count) for d in task.delete_files if d.is_deletion_vector)
         equality_paths.update(d.file_path for d in task.delete_files if d.content == DataFileContent.EQUALITY_DELETES)
     average = total_bytes / data_files if data_files else 0.0
-    return TableHealth(data_files, len(delete_paths), small, average, len(equality_paths))
+    return TableHealth(data_files, len(delete_paths), small, average, len(equality_paths), len(vectors),
+                       sum(vectors.values()))
 
 
 def uses_position_deletes(metadata: TableMetadata) -> bool:
@@ -129,6 +134,8 @@ class CompactionMetrics:
         self.table_upsert_position_deletes = gauge(
             "floe_table_upsert_position_deletes", "1 when upserts delete by position, else 0"
         )
+        self.table_deletion_vectors = gauge("floe_table_deletion_vectors", "Live deletion vectors (format v3)")
+        self.table_deleted_by_vectors = gauge("floe_table_deleted_by_vectors_rows", "Rows the live deletion vectors delete")
 
     def init_table(self, table: str) -> None:
         """Export every counter of ``table`` at zero, and ``running`` at 0.
@@ -212,6 +219,8 @@ class CompactionMetrics:
         self.table_small_files.labels(table=table).set(health.small_files)
         self.table_avg_file_size.labels(table=table).set(health.avg_file_size_bytes)
         self.table_equality_delete_files.labels(table=table).set(health.equality_delete_files)
+        self.table_deletion_vectors.labels(table=table).set(health.deletion_vectors)
+        self.table_deleted_by_vectors.labels(table=table).set(health.deleted_by_vectors)
         if metadata is not None:
             self.observe_snapshots(table, metadata)
             self.observe_delete_strategy(table, metadata)

@@ -126,3 +126,18 @@ def test_pyiceberg_reads_deletion_vectors(catalog: Catalog, pyiceberg_uri: str, 
         assert id_data(oracle.load_table("db.events").scan().to_arrow().to_pylist()) == floe_rows
     finally:
         oracle.close()
+
+
+def test_a_dangling_vector_is_removed_and_its_puffin_neighbour_kept(table: CommitTable) -> None:
+    from commit.operations.delete_files import DeleteFiles
+    from compaction.maintenance.dangling_deletes import remove_dangling_deletes
+
+    first, _ = table.append([1, 2, 3])
+    second, _ = table.append([4, 5, 6])
+    table.commit(deletion_vectors(table, (first, [0]), (second, [0])))
+    table.commit(DeleteFiles([first]))  # the first DV now applies to no live data file
+    result = remove_dangling_deletes(table.catalog, table.identifier)
+    assert result.snapshot_id is not None
+    [kept] = live_deletes(table)
+    assert kept.referenced_data_file == second.file_path
+    assert table.ids() == [5, 6]

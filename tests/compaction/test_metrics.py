@@ -67,8 +67,8 @@ def data_task(
     return FileScanTask(data, equality + position, 1)
 
 
-def test_the_doc_lists_seventeen_compaction_metrics() -> None:
-    assert len(documented()) == 17
+def test_the_doc_lists_nineteen_compaction_metrics() -> None:
+    assert len(documented()) == 19
 
 
 def test_every_documented_metric_is_exported_with_its_type_and_labels(
@@ -255,3 +255,18 @@ def test_default_registry_is_the_global_one() -> None:
     finally:
         for collector in vars(metrics).values():
             REGISTRY.unregister(collector)
+
+
+def test_deletion_vectors_are_counted_by_puffin_file_and_offset(
+    registry: CollectorRegistry, metrics: CompactionMetrics
+) -> None:
+    def vector(data: str, offset: int, cardinality: int) -> DataFile:
+        return DataFile(DataFileContent.POSITION_DELETES, "dvs.puffin", FileFormat.PUFFIN, (), cardinality, 99,
+                        referenced_data_file=data, content_offset=offset, content_size_in_bytes=40)
+
+    a, b = data_task("a", 10), data_task("b", 10)
+    tasks = [FileScanTask(a.data_file, [vector("a", 4, 3)], 1), FileScanTask(b.data_file, [vector("b", 44, 2)], 1)]
+    health = metrics.observe_table_health(TABLE, tasks, min_file_size=75)
+    assert (health.delete_files, health.deletion_vectors, health.deleted_by_vectors) == (2, 2, 5)
+    assert value(registry, "floe_table_deletion_vectors") == 2
+    assert value(registry, "floe_table_deleted_by_vectors_rows") == 5
