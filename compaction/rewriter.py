@@ -37,7 +37,7 @@ from table.parquet.partitioned import PartitionedWriter
 from table.parquet.projection import DEFAULT_BATCH_SIZE
 from table.parquet.writer import DataFileWriter, FileNameFactory, WriterOptions, abort_after
 from table.partitioning import PartitionSpec, partition_key, split_by_partition
-from table.reader import DEFAULT_MAX_EQUALITY_KEYS, positioned_schema, read_tasks
+from table.reader import DEFAULT_MAX_EQUALITY_KEYS, lineage_schema, positioned_schema, read_tasks
 from table.schema import ROW_POSITION, Schema
 
 log = logging.getLogger(__name__)
@@ -107,6 +107,12 @@ class GroupRewriteTask:
     batch_size: int = DEFAULT_BATCH_SIZE
     max_equality_keys: int = DEFAULT_MAX_EQUALITY_KEYS
     stop_path: Optional[str] = None
+    row_lineage: bool = False
+    """v3: rows keep their ``_row_id`` and ``_last_updated_sequence_number``, written into the new files."""
+
+    @property
+    def write_schema(self) -> Schema:
+        return lineage_schema(self.schema) if self.row_lineage else self.schema
 
 
 class RewriteStatus(str, Enum):
@@ -196,10 +202,10 @@ def _outputs(io: FileIO, task: GroupRewriteTask) -> PartitionedWriter:
 
     def open_writer(partition: tuple[Any, ...]) -> DataFileWriter:
         return DataFileWriter(
-            io, task.data_location, task.schema, task.output_spec, partition, file_name_factory=names, **options
+            io, task.data_location, task.write_schema, task.output_spec, partition, file_name_factory=names, **options
         )
 
-    return PartitionedWriter(positioned_schema(task.schema), task.output_spec, open_writer)
+    return PartitionedWriter(positioned_schema(task.write_schema), task.output_spec, open_writer)
 
 
 def _output_key(task: GroupRewriteTask, partition: tuple[Any, ...]) -> Any:
@@ -219,7 +225,7 @@ def _copy_rows(
         positions.add_file(old_path)
         batches = read_tasks(
             io, [scan_task], task.schema, batch_size=task.batch_size, max_equality_keys=task.max_equality_keys,
-            key_cache=key_cache, with_positions=True,
+            key_cache=key_cache, with_positions=True, with_lineage=task.row_lineage,
         )
         for batch in batches:
             if stop.is_set():

@@ -496,6 +496,7 @@ class _Work:
             writer=replace(self.writer, target_file_size_bytes=self.options.write_max_file_size),
             batch_size=self.runner.options.batch_size,
             stop_path=f"{self.work_prefix}.stop" if self.runner.spark is not None else None,
+            row_lineage=self.metadata.tracks_row_lineage,
         )
 
     def commit_context(self, start: Snapshot, io: FileIO) -> CommitContext:

@@ -8,6 +8,12 @@ or the filter are read and dropped before the batch is returned.
 With ``with_positions`` every batch also carries the ``_pos`` metadata column
 (:data:`table.schema.ROW_POSITION`): each live row's position in its data
 file, which compaction needs to map deletes onto the files it writes.
+
+With ``with_lineage`` (v3, spec "Row Lineage") every batch also carries
+``_row_id`` and ``_last_updated_sequence_number``: the value the file stores,
+else the inherited one (the file's ``first_row_id`` plus the row's position,
+and its data sequence number), else null when the file has no row ids yet.
+Compaction copies them into the files it writes, so rows keep their ids.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 from typing import Iterable, Iterator, Optional, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from table.arrow_schema import field_to_arrow
 from table.deletes.equality import DEFAULT_KEY_CACHE_BYTES, DeleteKeyCache, dropped_key_field, equality_key_ids
@@ -26,7 +33,7 @@ from table.expressions import ALWAYS_TRUE, BooleanExpression, and_, bind, refere
 from table.io import FileIO
 from table.manifest import DataFile
 from table.parquet.projection import DEFAULT_BATCH_SIZE, ParquetFile, project_batch
-from table.schema import ROW_POSITION, Schema
+from table.schema import LINEAGE_FIELDS, ROW_POSITION, Schema
 from table.tasks import FileScanTask
 
 DEFAULT_MAX_EQUALITY_KEYS = 1_000_000
@@ -46,9 +53,11 @@ def read_tasks(
     with_positions: bool = False,
     position_cache_bytes: int = DEFAULT_POSITION_CACHE_BYTES,
     position_cache: Optional[PositionCache] = None,
+    with_lineage: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """The live rows of every task that match ``row_filter`` (and the task's
-    residual), as batches of ``projected_schema`` (plus ``_pos`` last, when
+    residual), as batches of ``projected_schema`` (then ``_row_id`` and
+    ``_last_updated_sequence_number`` when ``with_lineage``, then ``_pos`` when
     ``with_positions``), in file order.
 
     ``table_schema`` is the schema the scan reads with (default: the projected
@@ -66,7 +75,8 @@ def read_tasks(
     bound = bind(row_filter, schema)
     shared = key_cache if key_cache is not None else DeleteKeyCache(key_cache_bytes)
     positions = position_cache if position_cache is not None else PositionCache(position_cache_bytes)
-    output = positioned_schema(projected_schema) if with_positions else projected_schema
+    output = lineage_schema(projected_schema) if with_lineage else projected_schema
+    output = positioned_schema(output) if with_positions else output
     for task in tasks:
         residual = bound
         if task.residual not in (ALWAYS_TRUE, bound):
@@ -75,6 +85,11 @@ def read_tasks(
             io, task, schema, output, residual, batch_size, max_equality_keys, shared, positions
         )
         yield from task_reader.batches(with_positions)
+
+
+def lineage_schema(schema: Schema) -> Schema:
+    """``schema`` plus the v3 row lineage columns, last."""
+    return Schema(*schema.fields, *LINEAGE_FIELDS, schema_id=schema.schema_id)
 
 
 def positioned_schema(schema: Schema) -> Schema:
@@ -114,7 +129,10 @@ class _TaskReader:
             self.position_cache,
         )
         arrow_filter = None if self.residual is ALWAYS_TRUE else to_arrow_filter(self.residual)
+        lineage = LINEAGE_FIELDS[0].field_id in self.read_schema.field_ids
         for start, batch in self.data.batches(self.read_schema):
+            if lineage:
+                batch = _with_lineage(batch, start, self.task)
             if with_positions:
                 batch = _with_positions(batch, start)
             batch = deletes.apply(batch, start)
@@ -128,6 +146,20 @@ def _with_positions(batch: pa.RecordBatch, start: int) -> pa.RecordBatch:
     positions = pa.arange(start, start + batch.num_rows)
     fields = [*batch.schema, field_to_arrow(ROW_POSITION)]
     return pa.RecordBatch.from_arrays([*batch.columns, positions], schema=pa.schema(fields))
+
+
+def _with_lineage(batch: pa.RecordBatch, start: int, task: FileScanTask) -> pa.RecordBatch:
+    """The lineage columns with stored nulls replaced by inherited values (spec "Row Lineage")."""
+    first = task.data_file.first_row_id
+    row_id, sequence = (batch.schema.get_field_index(f.name) for f in LINEAGE_FIELDS)
+    columns = list(batch.columns)
+    if first is None:  # no row ids yet (a file of an upgraded table not yet given one): null
+        columns[row_id] = pa.nulls(batch.num_rows, pa.int64())
+        columns[sequence] = pa.nulls(batch.num_rows, pa.int64())
+    else:
+        columns[row_id] = pc.coalesce(columns[row_id], pa.arange(first + start, first + start + batch.num_rows))
+        columns[sequence] = pc.coalesce(columns[sequence], pa.scalar(task.data_sequence_number, pa.int64()))
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 
 def _read_schema(
@@ -144,9 +176,10 @@ def _read_schema(
     "Equality Delete Files"): it is read under a hidden top-level name with
     the type the delete file stores.
     """
-    stored = set(output.field_ids) - {ROW_POSITION.field_id}
+    lineage = [f for f in LINEAGE_FIELDS if f.field_id in output.field_ids]
+    stored = set(output.field_ids) - {ROW_POSITION.field_id} - {f.field_id for f in lineage}
     wanted = stored | referenced_field_ids(residual) | (key_ids & schema.field_ids)
     base = schema.project(wanted)
     dropped = sorted(key_ids - schema.field_ids)
-    extra = [dropped_key_field(io, field_id, equality_deletes) for field_id in dropped]
+    extra = [dropped_key_field(io, field_id, equality_deletes) for field_id in dropped] + lineage
     return Schema(*base.fields, *extra, schema_id=schema.schema_id) if extra else base

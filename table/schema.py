@@ -47,6 +47,11 @@ DELETE_FILE_PATH = NestedField(DELETE_FILE_PATH_ID, "file_path", StringType(), r
 DELETE_FILE_POS = NestedField(DELETE_FILE_POS_ID, "pos", LongType(), required=True)
 ROW_POSITION = NestedField(POS_COLUMN_ID, "_pos", LongType(), required=True)
 """The ``_pos`` metadata column: a row's position in the data file it was read from."""
+ROW_ID = NestedField(2147483540, "_row_id", LongType(), required=False)
+"""v3 row lineage: a row's unique id, inherited (``first_row_id + _pos``) unless the file stores it."""
+LAST_UPDATED_SEQUENCE_NUMBER = NestedField(2147483539, "_last_updated_sequence_number", LongType(), required=False)
+"""v3 row lineage: the sequence number that last changed the row, inherited from the file unless stored."""
+LINEAGE_FIELDS = (ROW_ID, LAST_UPDATED_SEQUENCE_NUMBER)
 
 FieldRef = Union[str, int]
 """A column named by its dotted name or by its field id."""

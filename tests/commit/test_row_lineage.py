@@ -149,3 +149,46 @@ def test_iceberg_java_reads_row_lineage_as_the_spec_defines_it(
     java = iceberg_oracle.sql(f"SELECT id, _row_id, _last_updated_sequence_number FROM {name}.db.events").to_pylist()
     assert {r["id"]: (r["_row_id"], r["_last_updated_sequence_number"]) for r in java} == expected
     assert sorted(v[0] for v in expected.values()) == list(range(6))
+
+
+@pytest.mark.oracle
+def test_compaction_keeps_row_ids_and_deletion_vectors_apply(
+    sqlite_uri: str, warehouse: Path, iceberg_oracle: Any
+) -> None:
+    """Rows a compaction moves keep ``_row_id`` and ``_last_updated_sequence_number`` (spec: "the
+    row's existing non-null _row_id must be copied"), and the rows a DV deleted stay deleted."""
+    from prometheus_client import CollectorRegistry
+
+    from compaction.maintenance import MaintenanceOptions
+    from compaction.metrics import CompactionMetrics
+    from compaction.runner import CompactionOptions, CompactionRunner, RunResult
+    from table.deletes.writers import DeletionVectorWriter
+    from tests.compaction.conftest import small_target
+
+    name = f"floe_{uuid.uuid4().hex[:8]}"
+    iceberg_oracle.conf(**{
+        f"spark.sql.catalog.{name}": "org.apache.iceberg.spark.SparkCatalog",
+        f"spark.sql.catalog.{name}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
+        f"spark.sql.catalog.{name}.uri": jdbc_url(sqlite_uri),
+        f"spark.sql.catalog.{name}.warehouse": str(warehouse),
+    })
+    query = f"SELECT id, _row_id, _last_updated_sequence_number FROM {name}.db.events"
+    with Catalog(sqlite_uri, str(warehouse), name=name) as catalog:
+        table = CommitTable.create(catalog, "db.events", properties=V3)
+        first, _ = table.append([1, 2, 3, 4])
+        table.append([5, 6])
+        table.append([7])
+        writer = DeletionVectorWriter(table.io, f"{table.location}/data")
+        writer.delete(first.file_path, [1], first.spec_id, first.partition)
+        table.commit(RowDelta([], writer.close()))
+        before = {r["id"]: (r["_row_id"], r["_last_updated_sequence_number"]) for r in iceberg_oracle.sql(query).to_pylist()}
+        assert sorted(before) == [1, 3, 4, 5, 6, 7]
+
+        options = CompactionOptions(rewrite=small_target(**{"min-input-files": "2"}), maintenance=MaintenanceOptions(
+            remove_dangling_deletes=False, expire_snapshots=False, remove_orphans=False))
+        report = CompactionRunner(catalog, "db.events", options, CompactionMetrics(CollectorRegistry())).run()
+        assert report.result == RunResult.SUCCESS and report.groups
+        assert len(live_data_files(table, table.current())) == 1
+        check_lineage(table)
+    after = {r["id"]: (r["_row_id"], r["_last_updated_sequence_number"]) for r in iceberg_oracle.sql(query).to_pylist()}
+    assert after == before
