@@ -5,8 +5,9 @@ a commit that would leave two live DVs for one data file is refused."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
@@ -16,10 +17,11 @@ from commit.format_upgrade import upgrade_format_version
 from commit.metadata_committer import PendingCommit
 from commit.operations.errors import DuplicateDeletionVectors
 from commit.operations.row_delta import RowDelta
+from table.deletes.index import referenced_data_file
 from table.deletes.writers import DeletionVectorWriter
 from table.manifest import DataFile, ManifestEntryStatus, read_manifest_entries
 from tests.commit.producer_support import CommitTable
-from tests.commit.test_catalog_oracles import id_data
+from tests.commit.test_catalog_oracles import id_data, jdbc_url
 
 V3 = {"format-version": "3"}
 
@@ -141,3 +143,60 @@ def test_a_dangling_vector_is_removed_and_its_puffin_neighbour_kept(table: Commi
     [kept] = live_deletes(table)
     assert kept.referenced_data_file == second.file_path
     assert table.ids() == [5, 6]
+
+
+def test_expiry_and_orphan_removal_keep_live_puffin_files_and_drop_replaced_ones(table: CommitTable) -> None:
+    from compaction.maintenance.expire_snapshots import ExpiryPolicy, expire_snapshots
+    from compaction.maintenance.orphan_files import remove_orphan_files
+
+    data_file, _ = table.append([1, 2, 3, 4])
+    table.commit(deletion_vectors(table, (data_file, [0])))
+    [replaced] = live_deletes(table)
+    table.commit(deletion_vectors(table, (data_file, [1])))  # merges and replaces the first DV
+    [live] = live_deletes(table)
+    expire_snapshots(table.catalog, table.identifier, ExpiryPolicy(older_than_ms=0, retain_last=1))
+    assert not Path(replaced.file_path).exists(), "the replaced DV's Puffin file goes with the expired snapshots"
+    day = 24 * 3600 * 1000
+    remove_orphan_files(table.catalog, table.identifier, day, clock_ms=lambda: 10**15)
+    assert Path(live.file_path).exists()
+    assert table.ids() == [3, 4]
+
+
+@pytest.mark.oracle
+def test_an_upgraded_table_reads_identically_in_all_three_readers(
+    sqlite_uri: str, warehouse: Path, iceberg_oracle: Any
+) -> None:
+    name = f"floe_{uuid.uuid4().hex[:8]}"
+    iceberg_oracle.conf(**{
+        f"spark.sql.catalog.{name}": "org.apache.iceberg.spark.SparkCatalog",
+        f"spark.sql.catalog.{name}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
+        f"spark.sql.catalog.{name}.uri": jdbc_url(sqlite_uri),
+        f"spark.sql.catalog.{name}.warehouse": str(warehouse),
+        f"spark.sql.catalog.{name}.cache-enabled": "false",  # each read sees the latest commit
+    })
+    pyiceberg_uri = sqlite_uri
+    with Catalog(sqlite_uri, str(warehouse), name=name) as catalog:
+        table = CommitTable.create(catalog, "db.events", partitioned=True)
+        first, _ = table.append([1, 2, 3, 4])
+        second, _ = table.append([5, 6, 7], category="b")
+        table.commit(RowDelta([], [table.write_position_deletes(first, [0]), table.write_position_deletes(second, [2])]))
+
+        def all_three_agree(expected: list[int]) -> None:
+            assert table.ids() == expected
+            java = iceberg_oracle.sql(f"SELECT id FROM {name}.db.events").column("id").to_pylist()
+            assert sorted(java) == expected
+            oracle = SqlCatalog(name, uri=pyiceberg_uri, warehouse=warehouse.as_uri())
+            try:
+                assert sorted(oracle.load_table("db.events").scan().to_arrow().column("id").to_pylist()) == expected
+            finally:
+                oracle.close()
+
+        all_three_agree([2, 3, 4, 5, 6])
+        upgrade_format_version(catalog, table.identifier, 3)
+        all_three_agree([2, 3, 4, 5, 6])  # v2 position deletes stay valid
+        table.append([8])
+        all_three_agree([2, 3, 4, 5, 6, 8])
+        table.commit(deletion_vectors(table, (first, [3])))  # folds the position delete of `first` in
+        all_three_agree([2, 3, 5, 6, 8])
+        kinds = sorted((d.is_deletion_vector, referenced_data_file(d)) for d in live_deletes(table))
+        assert kinds == [(False, second.file_path), (True, first.file_path)]

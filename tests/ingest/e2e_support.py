@@ -192,3 +192,18 @@ def consume_all(bootstrap: str, topic: str, expected: int, timeout_s: float = 60
     finally:
         consumer.close()
     return messages
+
+
+def check_v3_snapshot(snapshot: Any, tasks: list[Any]) -> None:
+    """A v3 snapshot: deletes are deletion vectors, at most one per data file; data files' row id
+    ranges do not overlap; the files this snapshot gave ids to tile its range
+    [first-row-id, first-row-id + added-rows) without a gap."""
+    where = f"snapshot {snapshot.snapshot_id}"
+    assert all(d.is_deletion_vector for t in tasks for d in t.position_deletes), where
+    assert all(len(t.position_deletes) <= 1 for t in tasks), f"two DVs for one data file at {where}"
+    assert snapshot.first_row_id is not None and snapshot.added_rows is not None, where
+    ranges = sorted((t.data_file.first_row_id, t.data_file.first_row_id + t.data_file.record_count) for t in tasks)
+    assert all(end <= start for (_, end), (start, _) in zip(ranges, ranges[1:])), f"row ids overlap at {where}"
+    low, high = snapshot.first_row_id, snapshot.first_row_id + snapshot.added_rows
+    own = [r for r in ranges if low <= r[0] < high]
+    assert sum(end - start for start, end in own) == snapshot.added_rows, f"row ids of {where} leave a gap"

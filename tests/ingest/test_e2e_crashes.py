@@ -42,7 +42,16 @@ from ingest.job import job_to_json
 from table.io import FileIO
 from table.metadata import MAIN_BRANCH
 from table.scan import TableScan
-from tests.ingest.e2e_support import batch_lines, change_events, expected_table, normalized, produce, start_ingest, upsert_job
+from tests.ingest.e2e_support import (
+    batch_lines,
+    change_events,
+    check_v3_snapshot,
+    expected_table,
+    normalized,
+    produce,
+    start_ingest,
+    upsert_job,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
 
@@ -158,6 +167,9 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(kafka_bootstrap, 
     batch_ids = [(s.summary["floe.writer-id"], s.summary["floe.batch-id"]) for s in batches]
     assert len(batch_ids) == len(set(batch_ids)), "a batch was committed twice"
     assert loaded.metadata.format_version == format_version
+    if format_version >= 3:
+        last = loaded.metadata.current_snapshot()
+        assert loaded.metadata.next_row_id == last.first_row_id + last.added_rows
     assert_every_snapshot(loaded, delivered, topic, iceberg_oracle)
 
 
@@ -172,9 +184,8 @@ def assert_every_snapshot(loaded: Any, delivered: list[Any], topic: str, oracle:
         expected = expected_table([d for d in delivered if d.offset < ends.get(d.partition, 0)])
         tasks = list(TableScan(io, at, ref=MAIN_BRANCH).plan_files())
         assert not any(t.equality_deletes for t in tasks), f"snapshot {snapshot.snapshot_id} has equality deletes"
-        if metadata.format_version >= 3:  # deletion vectors only, never two for one data file
-            assert all(len(t.position_deletes) <= 1 and all(d.is_deletion_vector for d in t.position_deletes)
-                       for t in tasks), f"snapshot {snapshot.snapshot_id}"
+        if metadata.format_version >= 3:  # deletion vectors only, one per data file at most; row ids
+            check_v3_snapshot(snapshot, tasks)
         assert normalized(TableScan(io, metadata, snapshot_id=snapshot.snapshot_id).to_arrow()) == expected
         assert normalized(static.scan(snapshot_id=snapshot.snapshot_id).to_arrow()) == expected
         java = oracle.call("tests.support.oracle_ops:read_by_metadata_location",

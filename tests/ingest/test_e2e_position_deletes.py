@@ -32,10 +32,17 @@ from compaction.runner import CompactionOptions, CompactionRunner, RunResult
 from ingest.stream import run_ingest
 from table import properties
 from table.io import FileIO
-from table.metadata import MAIN_BRANCH, Snapshot, TableMetadata
+from table.metadata import MAIN_BRANCH
 from table.scan import TableScan
-from table.tasks import FileScanTask
-from tests.ingest.e2e_support import Event, change_events, expected_table, normalized, produce, upsert_job
+from tests.ingest.e2e_support import (
+    Event,
+    change_events,
+    check_v3_snapshot,
+    expected_table,
+    normalized,
+    produce,
+    upsert_job,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
 
@@ -43,16 +50,6 @@ EVENTS = 40_000
 KEYS = 6_000
 PARTITIONS = 3
 MAX_OFFSETS = 8_000
-
-
-def check_v3_snapshot(at: TableMetadata, snapshot: Snapshot, tasks: list[FileScanTask]) -> None:
-    """Deletes are deletion vectors, at most one per data file, and the snapshot assigned row ids."""
-    assert all(d.is_deletion_vector for t in tasks for d in t.position_deletes), f"snapshot {snapshot.snapshot_id}"
-    assert all(len(t.position_deletes) <= 1 for t in tasks), f"two DVs for a data file at {snapshot.snapshot_id}"
-    assert snapshot.first_row_id is not None and snapshot.added_rows is not None
-    ranges = sorted((t.data_file.first_row_id, t.data_file.first_row_id + t.data_file.record_count) for t in tasks)
-    assert all(end <= start for (_, end), (start, _) in zip(ranges, ranges[1:])), "row ids overlap"
-    assert ranges[-1][1] <= snapshot.first_row_id + snapshot.added_rows
 
 
 def with_malformed(events: list[Event]) -> list[Event]:
@@ -96,7 +93,7 @@ def test_every_snapshot_reads_exactly_in_every_engine(spark, kafka_bootstrap, ne
         assert not any(t.equality_deletes for t in tasks), f"snapshot {snapshot.snapshot_id} has equality deletes"
         position_deletes += sum(len(t.position_deletes) for t in tasks)
         if format_version == 3:
-            check_v3_snapshot(at, snapshot, tasks)
+            check_v3_snapshot(snapshot, tasks)
         assert normalized(TableScan(io, metadata, snapshot_id=snapshot.snapshot_id).to_arrow()) == expected
         java = iceberg_oracle.call("tests.support.oracle_ops:read_by_metadata_location",
                                    metadata_location=loaded.metadata_location, snapshot_id=snapshot.snapshot_id)
