@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Optional, Protocol, Sequence
 
-from compaction.planner import FileGroup
 from commit.position_map import PositionMapBuilder, write_position_map
+from compaction.planner import FileGroup
 from table.deletes.equality import DeleteKeyCache
 from table.errors import ValidationError
 from table.expressions import ALWAYS_TRUE

@@ -57,8 +57,8 @@ from ingest.upsert_index import (
     plan_index,
     read_index_changes,
     read_referenced,
-    write_index_segments,
     write_batch_vectors,
+    write_index_segments,
     write_index_segments_here,
     write_indexed,
 )

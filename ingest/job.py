@@ -26,7 +26,7 @@ from ingest.decoding import AvroFormat, ConfluentAvroFormat, Format, JsonFormat
 from table.errors import TableError
 from table.partitioning import PartitionSpec, build_partition_spec
 from table.schema import Schema
-from table.sort_order import NullOrder, SortDirection, SortField, SortOrder, UNSORTED_SORT_ORDER
+from table.sort_order import UNSORTED_SORT_ORDER, NullOrder, SortDirection, SortField, SortOrder
 from table.transforms import parse_transform
 
 BadRecordPolicy = Literal["dead-letter", "fail"]

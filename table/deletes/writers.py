@@ -22,11 +22,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from table.arrow_schema import cast_to_schema
-from table.errors import SchemaError, ValidationError
-from table.io import FileIO
 from table.deletes.index import referenced_data_file
 from table.deletes.positions import positions_for
 from table.deletes.vectors import DVBlob, write_deletion_vectors
+from table.errors import SchemaError, ValidationError
+from table.io import FileIO
 from table.manifest import DataFile, DataFileContent, FileFormat
 from table.parquet.column_stats import FULL, MetricsConfig
 from table.parquet.writer import DEFAULT_TARGET_FILE_SIZE, ArrowData, DataFileWriter, FileNameFactory, abort_all

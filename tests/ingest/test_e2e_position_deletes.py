@@ -23,10 +23,10 @@ from pyiceberg.table import StaticTable
 
 from commit.catalog import Catalog
 from commit.exactly_once import committed_offsets
-from commit.metadata_committer import commit_metadata_change
 from commit.key_index.manifest import describes
 from commit.key_index.rebuild import index_problems
 from commit.key_index.store import current_manifest
+from commit.metadata_committer import commit_metadata_change
 from compaction.metrics import CompactionMetrics
 from compaction.runner import CompactionOptions, CompactionRunner, RunResult
 from ingest.stream import run_ingest

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from commit.catalog import Catalog
-from service.cli import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, main
 from commit.operations.row_delta import RowDelta
+from service.cli import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, main
 from service.local_kafka import free_port
 from table.deletes.writers import DeletionVectorWriter
 from table.io import FileIO
