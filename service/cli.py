@@ -77,6 +77,8 @@ def _table(args: argparse.Namespace) -> int:
         return _print(inspect.list_tables(catalog))
     if args.table_command == "upgrade":
         return _upgrade(catalog, args.identifier, args.format_version)
+    if args.table_command == "rewrite-position-deletes":
+        return _rewrite_position_deletes(catalog, args.identifier)
     loaded = catalog.load_table(args.identifier)
     io = FileIO.for_location(loaded.metadata_location)
     views: dict[str, Callable[[], list[str]]] = {
@@ -98,6 +100,18 @@ def _upgrade(catalog: Any, identifier: str, version: int) -> int:
         return _print([f"table {identifier} is already at format version {before}"])
     return _print([f"upgraded table {identifier} from format version {before} to {after.format_version} "
                    f"(next-row-id {after.next_row_id}); its position delete files stay valid until compaction"])
+
+
+def _rewrite_position_deletes(catalog: Any, identifier: str) -> int:
+    """``floe table rewrite-position-deletes``: fold a v3 table's position delete files into DVs."""
+    from compaction.maintenance.position_deletes_to_vectors import rewrite_position_deletes
+
+    result = rewrite_position_deletes(catalog, identifier)
+    if result.snapshot_id is None:
+        return _print([f"table {identifier} has no position delete files to rewrite"])
+    return _print([f"wrote {result.vectors} deletion vectors; removed {result.removed_position_deletes} position "
+                   f"delete files, kept {result.kept_position_deletes} (they name data files without a DV); "
+                   f"snapshot {result.snapshot_id}"])
 
 
 def _known_columns(args: argparse.Namespace, metadata: Any) -> tuple[str, ...]:
@@ -229,6 +243,9 @@ def _add_table_commands(commands: argparse._SubParsersAction) -> None:
     upgrade = sub.add_parser("upgrade", parents=[catalog], help="upgrade the table's format version (2 to 3)")
     upgrade.add_argument("identifier", help="namespace.table")
     upgrade.add_argument("--format-version", type=int, choices=(3,), required=True, help="the version to upgrade to")
+    rewrite = sub.add_parser("rewrite-position-deletes", parents=[catalog],
+                             help="fold a v3 table's position delete files into deletion vectors")
+    rewrite.add_argument("identifier", help="namespace.table")
     table.set_defaults(func=_table)
 
 

@@ -20,7 +20,12 @@ from __future__ import annotations
 from typing import Iterable, Iterator, Optional, Sequence, TypeVar, Union
 
 from commit.errors import InvalidArgument
-from commit.operations.errors import ConflictingDataFiles, ConflictingDeleteFiles, MissingFiles
+from commit.operations.errors import (
+    ConflictingDataFiles,
+    ConflictingDeleteFiles,
+    DuplicateDeletionVectors,
+    MissingFiles,
+)
 from commit.operations.manifest_filter import ManifestFilter
 from commit.operations.manifest_merge import Bin, ManifestMerger, MergeSettings
 from commit.operations.validation import (
@@ -122,6 +127,18 @@ class FileChangeOperation(SnapshotOperation):
         missing = self.data_filter.missing(attempt, parent) | self.delete_filter.missing(attempt, parent)
         if missing:
             raise MissingFiles(self.remove_action, missing)
+        self._check_one_vector_per_file(attempt)
+
+    def _check_one_vector_per_file(self, attempt: Attempt) -> None:
+        """v3: each added DV's data file keeps no other live DV than those this commit removes."""
+        targets = {f.referenced_data_file for f in self.added_delete_files if f.is_deletion_vector}
+        if not targets:
+            return
+        live = live_vectors(attempt, targets)
+        removed = self.delete_filter.paths
+        clashing = {path: dv.file_path for path, dv in live.items() if dv.location_key not in removed}
+        if clashing:
+            raise DuplicateDeletionVectors(clashing)
 
     def produce(self, attempt: Attempt) -> Produced:
         parent = attempt.parent_manifests()
@@ -153,6 +170,20 @@ class FileChangeOperation(SnapshotOperation):
         for entry in self.removed_entries(attempt):
             builder.deleted_file(entry.data_file)
         return builder
+
+
+def live_vectors(attempt: Attempt, data_paths: Iterable[str]) -> dict[str, DataFile]:
+    """Data file -> its live deletion vector in the parent, for each of ``data_paths`` that has one."""
+    wanted = set(data_paths)
+    found: dict[str, DataFile] = {}
+    for manifest in attempt.parent_manifests():
+        if manifest.content != ManifestContent.DELETES or manifest.added_files_count + manifest.existing_files_count == 0:
+            continue
+        for entry in attempt.read_entries(manifest):
+            f = entry.data_file
+            if entry.status != ManifestEntryStatus.DELETED and f.is_deletion_vector and f.referenced_data_file in wanted:
+                found[f.referenced_data_file] = f
+    return found
 
 
 class ConflictChecks:

@@ -20,12 +20,12 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from commit.operations.base import ConflictChecks, FileChangeOperation
-from commit.operations.errors import DuplicateDeletionVectors, MissingReferencedDataFiles
+from commit.operations.errors import MissingReferencedDataFiles
 from commit.operations.manifest_filter import ManifestFilter
 from commit.operations.validation import removed_data_files
 from commit.snapshot_producer import Attempt
 from table.deletes.index import referenced_data_file
-from table.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntryStatus
+from table.manifest import DataFile, DataFileContent, ManifestContent
 
 
 class RowDelta(FileChangeOperation, ConflictChecks):
@@ -40,7 +40,6 @@ class RowDelta(FileChangeOperation, ConflictChecks):
         removed_delete_files: Sequence[DataFile] = (),
     ) -> None:
         super().__init__(add_data=data_files, add_deletes=delete_files, remove_deletes=removed_delete_files)
-        self._replaced_vectors = {f.location_key for f in removed_delete_files if f.is_deletion_vector}
         added = {f.file_path for f in data_files}
         self.referenced_data_files = frozenset(_referenced(delete_files, referenced_data_files)) - added
         self._referenced = ManifestFilter(ManifestContent.DATA, self.referenced_data_files)
@@ -55,18 +54,7 @@ class RowDelta(FileChangeOperation, ConflictChecks):
     def validate(self, attempt: Attempt) -> None:
         super().validate(attempt)
         self._check_referenced_files(attempt)
-        self._check_one_vector_per_file(attempt)
         self.check_conflicts(attempt)
-
-    def _check_one_vector_per_file(self, attempt: Attempt) -> None:
-        """Each added DV's data file has no other live DV than those this commit removes (v3)."""
-        targets = {f.referenced_data_file for f in self.added_delete_files if f.is_deletion_vector}
-        if not targets:
-            return
-        live = live_vectors(attempt, targets)
-        clashing = {path: dv.file_path for path, dv in live.items() if dv.location_key not in self._replaced_vectors}
-        if clashing:
-            raise DuplicateDeletionVectors(clashing)
 
     def _check_referenced_files(self, attempt: Attempt) -> None:
         if not self.referenced_data_files:
@@ -78,20 +66,6 @@ class RowDelta(FileChangeOperation, ConflictChecks):
             removed_by = removed_data_files(attempt.io, self.history(attempt), self.referenced_data_files)
         if removed_by:
             raise MissingReferencedDataFiles(removed_by)
-
-
-def live_vectors(attempt: Attempt, data_paths: Iterable[str]) -> dict[str, DataFile]:
-    """Data file -> its live deletion vector in the parent, for each of ``data_paths`` that has one."""
-    wanted = set(data_paths)
-    found: dict[str, DataFile] = {}
-    for manifest in attempt.parent_manifests():
-        if manifest.content != ManifestContent.DELETES or manifest.added_files_count + manifest.existing_files_count == 0:
-            continue
-        for entry in attempt.read_entries(manifest):
-            f = entry.data_file
-            if entry.status != ManifestEntryStatus.DELETED and f.is_deletion_vector and f.referenced_data_file in wanted:
-                found[f.referenced_data_file] = f
-    return found
 
 
 def _referenced(delete_files: Sequence[DataFile], explicit: Iterable[str]) -> set[str]:

@@ -2,7 +2,9 @@
 
 * :mod:`~compaction.maintenance.dangling_deletes`: delete files that apply to no live data file;
 * :mod:`~compaction.maintenance.expire_snapshots`: snapshot retention that keeps what exactly-once ingest reads;
-* :mod:`~compaction.maintenance.orphan_files`: files nothing references, past a safety window.
+* :mod:`~compaction.maintenance.orphan_files`: files nothing references, past a safety window;
+* :mod:`~compaction.maintenance.position_deletes_to_vectors`: an upgraded v3 table's position delete
+  files folded into deletion vectors (run on demand: ``floe table rewrite-position-deletes``).
 """
 
 from __future__ import annotations

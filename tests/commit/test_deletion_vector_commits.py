@@ -18,7 +18,8 @@ from commit.metadata_committer import PendingCommit
 from commit.operations.errors import DuplicateDeletionVectors
 from commit.operations.row_delta import RowDelta
 from table.deletes.index import referenced_data_file
-from table.deletes.writers import DeletionVectorWriter
+from table.deletes.writers import DeletionVectorWriter, PositionDeleteWriter
+from table.errors import ValidationError
 from table.manifest import DataFile, ManifestEntryStatus, read_manifest_entries
 from tests.commit.producer_support import CommitTable
 from tests.commit.test_catalog_oracles import id_data, jdbc_url
@@ -200,3 +201,44 @@ def test_an_upgraded_table_reads_identically_in_all_three_readers(
         all_three_agree([2, 3, 5, 6, 8])
         kinds = sorted((d.is_deletion_vector, referenced_data_file(d)) for d in live_deletes(table))
         assert kinds == [(False, second.file_path), (True, first.file_path)]
+
+
+def test_rewriting_position_deletes_folds_them_into_vectors(catalog: Catalog, pyiceberg_uri: str,
+                                                            warehouse: Path) -> None:
+    from compaction.maintenance.position_deletes_to_vectors import rewrite_position_deletes
+
+    table = CommitTable.create(catalog, partitioned=True)
+    first, _ = table.append([1, 2, 3, 4])
+    second, _ = table.append([5, 6, 7])
+    third, _ = table.append([8, 9])
+    md = table.metadata()
+    both = PositionDeleteWriter(table.io, f"{md.location}/data", md.schema(), md.spec(), first.partition)
+    both.delete(first.file_path, 0)
+    both.delete(second.file_path, 1)
+    [shared] = both.close()  # one v2 file naming two data files
+    table.commit(RowDelta([], [shared, table.write_position_deletes(third, [0])]))
+    upgrade_format_version(catalog, table.identifier, 3)
+    table.commit(deletion_vectors(table, (second, [2])))  # merges `shared` for the second file only
+    before = table.ids()
+    assert before == [2, 3, 4, 5, 9]
+
+    result = rewrite_position_deletes(catalog, table.identifier)
+    assert (result.vectors, result.removed_position_deletes, result.kept_position_deletes) == (2, 2, 0)
+    assert table.current().operation == "replace"
+    assert table.ids() == before
+    deletes = live_deletes(table)
+    assert all(d.is_deletion_vector for d in deletes) and len(deletes) == 3  # one per data file
+    assert rewrite_position_deletes(catalog, table.identifier).snapshot_id is None  # nothing left
+    oracle = SqlCatalog("floe", uri=pyiceberg_uri, warehouse=warehouse.as_uri())
+    try:
+        assert sorted(oracle.load_table(table.identifier).scan().to_arrow().column("id").to_pylist()) == before
+    finally:
+        oracle.close()
+
+
+def test_rewriting_position_deletes_needs_a_v3_table(sqlite_catalog: Catalog) -> None:
+    from compaction.maintenance.position_deletes_to_vectors import rewrite_position_deletes
+
+    table = CommitTable.create(sqlite_catalog)
+    with pytest.raises(ValidationError, match="floe table upgrade db.t --format-version 3"):
+        rewrite_position_deletes(sqlite_catalog, table.identifier)

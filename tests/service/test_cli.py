@@ -95,6 +95,8 @@ def test_table_upgrade_to_v3_keeps_rows_and_files_shows_deletion_vectors(registe
     assert "dv=2 deleted in " in out and ".puffin@4" in out and "position-deletes=0" in out
     assert main([*base, "scan", "db.people", "--limit", "100"]) == EXIT_OK
     assert len(capsys.readouterr().out.strip().splitlines()) == 8  # the old position delete, merged, and one more
+    assert main([*base, "rewrite-position-deletes", "db.people"]) == EXIT_OK  # the merge replaced the only one
+    assert "has no position delete files to rewrite" in capsys.readouterr().out
 
 
 def _config(tmp_path: Path, bootstrap: str, **kafka: Any) -> Path:
