@@ -52,6 +52,7 @@ from ingest.planning import MAX_TIMESTAMPS, BatchStats, batch_stats, encode_time
 from ingest.reduce import key_column, reduce_to_latest
 from ingest.upsert_index import (
     IndexStart,
+    decode_and_look_up,
     index_update,
     lookup_previous_rows,
     plan_index,
@@ -243,11 +244,20 @@ class BatchProcessor:
                                key_ids=start.plan.key_ids)
         schema = self._table.decode.table_schema()
         frame_schema = frame_spark_schema(schema)
-        rows = map_in_arrow(source, partial(decode_frame, frame=frame_spec), frame_schema)
-        rows = reduce_to_latest(rows.repartition(F.col(BUCKET_COLUMN)), self._table.key_fields(), [BUCKET_COLUMN])
-        rows = map_in_arrow(rows, partial(lookup_previous_rows, plan=start.plan), frame_schema)
-        if spec.fields:
-            rows = rows.repartition(F.col(PKEY_COLUMN))
+        if map_side_lookup(start, metadata):
+            # a small index: the decode tasks look each change's key up themselves, and one exchange
+            # serves the reduction and the writer when the key determines the partition
+            rows = map_in_arrow(source, partial(decode_and_look_up, frame=frame_spec, plan=start.plan), frame_schema)
+            by = PKEY_COLUMN if spec.fields and keys_determine_partition(spec, start.plan.key_ids) else BUCKET_COLUMN
+            rows = reduce_to_latest(rows.repartition(F.col(by)), self._table.key_fields(), [by])
+            if spec.fields and by != PKEY_COLUMN:
+                rows = rows.repartition(F.col(PKEY_COLUMN))
+        else:
+            rows = map_in_arrow(source, partial(decode_frame, frame=frame_spec), frame_schema)
+            rows = reduce_to_latest(rows.repartition(F.col(BUCKET_COLUMN)), self._table.key_fields(), [BUCKET_COLUMN])
+            rows = map_in_arrow(rows, partial(lookup_previous_rows, plan=start.plan), frame_schema)
+            if spec.fields:
+                rows = rows.repartition(F.col(PKEY_COLUMN))
         order, sortable = sort_columns(metadata)
         keys = ([F.col(PKEY_COLUMN)] if spec.fields else []) + order
         if keys:
@@ -355,6 +365,12 @@ class BatchProcessor:
 # ---------------------------------------------------------------------------
 # Planning helpers
 # ---------------------------------------------------------------------------
+
+
+def map_side_lookup(start: IndexStart, metadata: TableMetadata) -> bool:
+    """Whether the decode tasks look keys up (an index within ``floe.key-index.map-side-lookup-max-bytes``)
+    instead of a lookup stage after an exchange by index bucket."""
+    return start.manifest.size_bytes <= properties.KEY_INDEX_MAP_SIDE_MAX_BYTES.read(metadata.properties)
 
 
 def direct_path(metadata: TableMetadata, mode: str) -> bool:

@@ -17,6 +17,15 @@ After the reduction, which runs on rows exchanged by index bucket:
    After a small batch the driver does this itself on the write output
    (:func:`write_index_segments_here`): one Spark stage fewer.
 
+A small index (up to ``floe.key-index.map-side-lookup-max-bytes``, 256 MiB) is
+looked up map-side instead, as Spark broadcasts a small join side: the decode
+tasks give each change row its key's previous ``(file, pos)``
+(:func:`decode_and_look_up`), the reduction keeps one change per key with it,
+and the writer deletes it. There is no lookup stage, and when the key
+determines the partition one exchange serves the reduction and the writer:
+two Spark stages, as an append has. Each executor then caches the whole
+index, which is why a big one keeps the exchange by bucket.
+
 The driver plans the batch (:func:`plan_index`: the index to start from, built
 from the table when there is none or it is stale) and commits the files and
 the index change in one swap (:func:`index_update`).
@@ -50,7 +59,7 @@ from commit.key_index.segments import FILE, POS, keys_of
 from commit.key_index.store import current_manifest, index_location
 from ingest.changes import ChangeKind
 from ingest.decode_batch import OP_COLUMN
-from ingest.frame import BUCKET_COLUMN, DELETE_FILE_COLUMN, DELETE_POS_COLUMN, PKEY_COLUMN
+from ingest.frame import BUCKET_COLUMN, DELETE_FILE_COLUMN, DELETE_POS_COLUMN, PKEY_COLUMN, FrameSpec, decode_frame
 from ingest.transport import table_batch
 from ingest.writer import TaskWriter, WriteTask, stats_batch, task_prefix, write_all, written_batch, written_rows
 from table import properties
@@ -245,6 +254,47 @@ def lookup_previous_rows(batches: Iterator[pa.RecordBatch], plan: IndexPlan) -> 
             yield deletes
 
 
+def decode_and_look_up(batches: Iterator[pa.RecordBatch], frame: FrameSpec, plan: IndexPlan) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body when the index is small (map-side lookup): decode, then give each change
+    row the ``(file, pos)`` of its key's live row, if any, in the delete columns.
+
+    Every change of a key gets the same position (the index as of the batch's
+    start), so whichever the reduction keeps carries it to the writer, which
+    deletes it there: no lookup stage and no exchange by bucket.
+    """
+    io = FileIO.for_location(plan.location)
+    manifest = plan.index()
+    key_schema = plan.key_schema()
+    for batch in decode_frame(batches, frame):
+        yield _with_previous_rows(batch, io, manifest, key_schema, plan.key_ids)
+
+
+def _with_previous_rows(batch: pa.RecordBatch, io: FileIO, manifest: IndexManifest, key_schema: Schema,
+                        key_ids: tuple[int, ...]) -> pa.RecordBatch:
+    is_change = pc.is_valid(batch.column(OP_COLUMN))
+    if not pc.any(is_change).as_py():
+        return batch
+    rows = np.flatnonzero(is_change.to_numpy(zero_copy_only=False))
+    changes = batch.take(pa.array(rows))
+    keys = keys_of(table_batch(changes, key_schema), key_schema, key_ids)
+    buckets = changes.column(BUCKET_COLUMN).to_numpy()
+    files = np.full(len(rows), None, dtype=object)
+    positions = np.zeros(len(rows), dtype=np.int64)
+    for bucket in np.unique(buckets):
+        mine = np.flatnonzero(buckets == bucket)
+        found_files, found_positions = find_keys(io, manifest, int(bucket), keys.take(pa.array(mine)))
+        files[mine] = np.asarray(found_files.to_pylist(), dtype=object)
+        positions[mine] = found_positions.fill_null(0).to_numpy()
+    all_files = np.full(batch.num_rows, None, dtype=object)
+    all_positions = np.zeros(batch.num_rows, dtype=np.int64)
+    all_files[rows], all_positions[rows] = files, positions
+    found = pa.array(all_files.tolist(), pa.string())
+    columns = {DELETE_FILE_COLUMN: found,
+               DELETE_POS_COLUMN: pa.array(all_positions, pa.int64(), mask=~found.is_valid().to_numpy(zero_copy_only=False))}
+    return pa.RecordBatch.from_arrays([columns.get(f.name, batch.column(f.name)) for f in batch.schema],
+                                      schema=batch.schema)
+
+
 @lru_cache(maxsize=4)
 def _routes(live_files: tuple[tuple[str, int], ...]) -> dict[str, bytes]:
     return {path: _DELETE_ROUTE + str(ordinal).encode() for path, ordinal in live_files}
@@ -301,8 +351,9 @@ class IndexedTaskWriter(TaskWriter):
     def write(self, batch: pa.RecordBatch) -> None:
         deleting = pc.is_valid(batch.column(DELETE_FILE_COLUMN))
         if pc.any(deleting).as_py():
-            self._delete_positions(batch.filter(deleting))
-            batch = batch.filter(pc.invert(deleting))
+            delete_rows = pc.and_(deleting, pc.is_null(batch.column(OP_COLUMN)))  # the lookup stage's rows
+            self._delete_positions(self._routed(batch.filter(deleting)))
+            batch = batch.filter(pc.invert(delete_rows))  # a change with its previous row attached stays
         if batch.num_rows == 0:
             return
         ops = batch.column(OP_COLUMN)
@@ -331,6 +382,19 @@ class IndexedTaskWriter(TaskWriter):
             self.written.append(_Written(key, first, pa.Table.from_batches([part.select(keys.column_names)])))
             touched.add(key)
         return touched
+
+    def _routed(self, rows: pa.RecordBatch) -> pa.RecordBatch:
+        """``rows`` with a delete's route as their partition key: a change row that carries its
+        key's previous row (map-side lookup) is routed by that row's file, as a lookup row is."""
+        if pc.all(pc.is_null(rows.column(OP_COLUMN))).as_py():
+            return rows
+        routes = _routes(self.plan.live_files)
+        paths = rows.column(DELETE_FILE_COLUMN)
+        missing = [p for p in pc.unique(paths).to_pylist() if p not in routes]
+        if missing:
+            raise LookupError(f"the key index points at {missing[0]}, which is not a live data file of the table")
+        route = pa.array([routes[p] for p in paths.to_pylist()], pa.binary())
+        return rows.set_column(rows.schema.get_field_index(PKEY_COLUMN), PKEY_COLUMN, route)
 
     def _delete_positions(self, rows: pa.RecordBatch) -> None:
         routes = rows.column(PKEY_COLUMN)

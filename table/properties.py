@@ -188,3 +188,8 @@ KEY_INDEX_BUCKETS = Property("floe.key-index.buckets", 16, parse_positive_int)
 """Buckets of a key index, read when one is (re)built."""
 KEY_INDEX_MAX_DELTAS = Property("floe.key-index.max-deltas", 8, parse_positive_int)
 """Deltas a key index bucket holds before a batch merges them into a new base."""
+KEY_INDEX_MAP_SIDE_MAX_BYTES = Property("floe.key-index.map-side-lookup-max-bytes", 256 * 1024 * 1024,
+                                        parse_non_negative_int)
+"""A key index up to this size is looked up by the decode tasks themselves, each caching all of it
+(as Spark broadcasts a small join side); a bigger one is looked up bucket by bucket after an
+exchange by bucket, so that no executor holds more than its buckets. 0: always by bucket."""
