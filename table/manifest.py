@@ -755,7 +755,8 @@ def write_manifest_list(
     row ids from ``first_row_id`` (the snapshot's); the row ids assigned (``added-rows``, 0 in v2)."""
     v3 = format_version >= ROW_LINEAGE_VERSION
     if v3 != (first_row_id is not None):
-        raise ValidationError(f"manifest list {path}: first-row-id {first_row_id} with format-version {format_version}")
+        raise ValidationError(f"manifest list {path}: first-row-id is {first_row_id}, but format-version "
+                              f"{format_version} needs it {'set' if v3 else 'unset'} (row lineage is v3's)")
     metadata = {
         "snapshot-id": str(snapshot_id),
         "parent-snapshot-id": "null" if parent_snapshot_id is None else str(parent_snapshot_id),

@@ -40,6 +40,18 @@ def jdbc_url(uri: str) -> str:
     return f"jdbc:postgresql://{parts.hostname}:{parts.port}{parts.path}?{query}"
 
 
+def use_jdbc_catalog(oracle: Any, name: str, uri: str, warehouse: Path, **options: str) -> None:
+    """Make ``name`` a Spark catalog of the oracle: Iceberg Java's JdbcCatalog over Floe's catalog
+    database ``uri`` (``options``: more catalog settings, e.g. ``cache-enabled``)."""
+    oracle.conf(**{
+        f"spark.sql.catalog.{name}": "org.apache.iceberg.spark.SparkCatalog",
+        f"spark.sql.catalog.{name}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
+        f"spark.sql.catalog.{name}.uri": jdbc_url(uri),
+        f"spark.sql.catalog.{name}.warehouse": str(warehouse),
+        **{f"spark.sql.catalog.{name}.{key}": value for key, value in options.items()},
+    })
+
+
 def write_rows(table: CommitTable, rows: dict[int, str]) -> DataFile:
     md = table.metadata()
     arrow = pa.table({"id": pa.array(list(rows), pa.int64()), "data": list(rows.values()), "category": ["a"] * len(rows)})
@@ -67,12 +79,7 @@ def test_iceberg_java_jdbc_catalog_reads_a_floe_table_with_upserts(
         floe_rows = id_data(table.rows())
     assert floe_rows == [(1, "v1"), (2, "v2-new"), (4, "v4"), (6, "v6")]
 
-    iceberg_oracle.conf(**{
-        f"spark.sql.catalog.{name}": "org.apache.iceberg.spark.SparkCatalog",
-        f"spark.sql.catalog.{name}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
-        f"spark.sql.catalog.{name}.uri": jdbc_url(catalog_uri),
-        f"spark.sql.catalog.{name}.warehouse": str(warehouse),
-    })
+    use_jdbc_catalog(iceberg_oracle, name, catalog_uri, warehouse)
     java = iceberg_oracle.sql(f"SELECT id, data FROM {name}.db.events").to_pylist()
     assert id_data(java) == floe_rows
     kinds = iceberg_oracle.sql(f"SELECT content FROM {name}.db.events.delete_files").column("content").to_pylist()

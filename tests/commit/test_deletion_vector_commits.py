@@ -22,7 +22,7 @@ from table.deletes.writers import DeletionVectorWriter, PositionDeleteWriter
 from table.errors import ValidationError
 from table.manifest import DataFile, ManifestEntryStatus, read_manifest_entries
 from tests.commit.producer_support import CommitTable
-from tests.commit.test_catalog_oracles import id_data, jdbc_url
+from tests.commit.test_catalog_oracles import id_data, use_jdbc_catalog
 
 V3 = {"format-version": "3"}
 
@@ -168,13 +168,8 @@ def test_an_upgraded_table_reads_identically_in_all_three_readers(
     sqlite_uri: str, warehouse: Path, iceberg_oracle: Any
 ) -> None:
     name = f"floe_{uuid.uuid4().hex[:8]}"
-    iceberg_oracle.conf(**{
-        f"spark.sql.catalog.{name}": "org.apache.iceberg.spark.SparkCatalog",
-        f"spark.sql.catalog.{name}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
-        f"spark.sql.catalog.{name}.uri": jdbc_url(sqlite_uri),
-        f"spark.sql.catalog.{name}.warehouse": str(warehouse),
-        f"spark.sql.catalog.{name}.cache-enabled": "false",  # each read sees the latest commit
-    })
+    # no table cache: each Java read sees the latest commit
+    use_jdbc_catalog(iceberg_oracle, name, sqlite_uri, warehouse, **{"cache-enabled": "false"})
     pyiceberg_uri = sqlite_uri
     with Catalog(sqlite_uri, str(warehouse), name=name) as catalog:
         table = CommitTable.create(catalog, "db.events", partitioned=True)

@@ -23,7 +23,7 @@ from commit.operations.row_delta import RowDelta
 from table.manifest import DataFile, ManifestEntryStatus, read_manifest_entries
 from table.metadata import Snapshot
 from tests.commit.producer_support import CommitTable
-from tests.commit.test_catalog_oracles import id_data, jdbc_url
+from tests.commit.test_catalog_oracles import id_data, use_jdbc_catalog
 
 V3 = {"format-version": "3"}
 
@@ -140,12 +140,7 @@ def test_iceberg_java_reads_row_lineage_as_the_spec_defines_it(
         for data_file, sequence_number in live_data_files(table, table.current()):
             for pos, row in enumerate(pq.read_table(data_file.file_path).to_pylist()):
                 expected[row["id"]] = (data_file.first_row_id + pos, sequence_number)
-    iceberg_oracle.conf(**{
-        f"spark.sql.catalog.{name}": "org.apache.iceberg.spark.SparkCatalog",
-        f"spark.sql.catalog.{name}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
-        f"spark.sql.catalog.{name}.uri": jdbc_url(sqlite_uri),
-        f"spark.sql.catalog.{name}.warehouse": str(warehouse),
-    })
+    use_jdbc_catalog(iceberg_oracle, name, sqlite_uri, warehouse)
     java = iceberg_oracle.sql(f"SELECT id, _row_id, _last_updated_sequence_number FROM {name}.db.events").to_pylist()
     assert {r["id"]: (r["_row_id"], r["_last_updated_sequence_number"]) for r in java} == expected
     assert sorted(v[0] for v in expected.values()) == list(range(6))
@@ -166,12 +161,7 @@ def test_compaction_keeps_row_ids_and_deletion_vectors_apply(
     from tests.compaction.conftest import small_target
 
     name = f"floe_{uuid.uuid4().hex[:8]}"
-    iceberg_oracle.conf(**{
-        f"spark.sql.catalog.{name}": "org.apache.iceberg.spark.SparkCatalog",
-        f"spark.sql.catalog.{name}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
-        f"spark.sql.catalog.{name}.uri": jdbc_url(sqlite_uri),
-        f"spark.sql.catalog.{name}.warehouse": str(warehouse),
-    })
+    use_jdbc_catalog(iceberg_oracle, name, sqlite_uri, warehouse)
     query = f"SELECT id, _row_id, _last_updated_sequence_number FROM {name}.db.events"
     with Catalog(sqlite_uri, str(warehouse), name=name) as catalog:
         table = CommitTable.create(catalog, "db.events", properties=V3)
