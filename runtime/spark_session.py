@@ -20,6 +20,7 @@ import os
 import stat
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Mapping, Optional
 
@@ -55,18 +56,43 @@ _REDACT_RULES = (
 
 
 def local_spark_conf(cores: int = 2, shuffle_partitions: int = 4) -> dict[str, str]:
-    """Settings for a small local-mode Spark: no UI, few shuffle partitions."""
+    """Settings for a small local-mode Spark: no UI, few shuffle partitions, loopback only."""
     return {
+        **_COMMON_CONF,
         "spark.master": f"local[{cores}]",
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         "spark.default.parallelism": str(cores),
-        "spark.sql.session.timeZone": "UTC",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.driver.host": "127.0.0.1",
-        "spark.sql.execution.arrow.pyspark.enabled": "true",
     }
+
+
+def base_spark_conf(master: str) -> dict[str, str]:
+    """Floe's settings for a session on ``master``: loopback only in local mode.
+
+    On a cluster the driver must be reachable from other hosts, so its
+    address is left to Spark (this host's name) unless configured, and the
+    shuffle is left at Spark's own partition count.
+    """
+    if not master.startswith("local"):
+        return {**_COMMON_CONF, "spark.master": master}
+    return {**local_spark_conf(local_cores(master)), "spark.master": master}
+
+
+def local_cores(master: str) -> int:
+    """The task slots of a ``local``/``local[N]``/``local[*]``/``local[N,retries]`` master."""
+    inside = master.partition("[")[2].rstrip("]").split(",")[0]
+    if inside == "*":
+        return os.cpu_count() or 1
+    return int(inside) if inside else 1
+
+
+_COMMON_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
 
 
 def spark_log_config(debug: bool, json_lines: bool) -> str:
@@ -165,7 +191,8 @@ def build_spark_session(
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    settings = {**local_spark_conf(), **(conf or {})}
+    conf = dict(conf or {})
+    settings = {**base_spark_conf(conf.get("spark.master", "local[2]")), **conf}
     log_option = f"-Dlog4j2.configurationFile=file:{_log_config_file(*_floe_log_style())}"
     settings["spark.driver.extraJavaOptions"] = " ".join(
         part for part in (settings.get("spark.driver.extraJavaOptions"), log_option) if part
@@ -191,3 +218,75 @@ def _route_pyspark_loggers() -> None:
         return
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         PySparkLogger.getLogger(name).handlers = list(handlers)
+
+
+FLOE_PACKAGES = ("table", "commit", "ingest", "compaction", "service", "runtime")
+_SOURCE_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ExecutorSetupError(RuntimeError):
+    """Spark's executors cannot run Floe's code; the message says what to do."""
+
+
+def ship_floe_packages(session) -> Path:
+    """Send Floe's own packages to every executor, as ``spark.submit.pyFiles`` would.
+
+    The zip holds only Floe's source; the workers must already have its
+    dependencies (pyarrow, fastavro, ...) in the Python that runs the tasks.
+    """
+    import zipfile
+
+    archive = _private_temp_dir() / f"floe-packages-{os.getpid()}.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        for package in FLOE_PACKAGES:
+            for source in sorted((_SOURCE_ROOT / package).rglob("*.py")):
+                zf.write(source, source.relative_to(_SOURCE_ROOT).as_posix())
+    session.sparkContext.addPyFile(str(archive))
+    return archive
+
+
+def verify_executors(session, timeout_s: float = 120.0) -> list[str]:
+    """Run one small task per executor slot that imports Floe; the hosts that ran them.
+
+    Fails with :class:`ExecutorSetupError` saying how executors get Floe's code
+    when an executor cannot import it, or when no executor starts in time.
+    """
+    context = session.sparkContext
+    slots = max(context.defaultParallelism, 1)
+
+    def probe(_: object) -> tuple[str, str]:
+        import importlib
+        import socket
+
+        try:
+            for name in ("table", "commit", "ingest", "compaction"):
+                importlib.import_module(name)
+        except ImportError as missing:
+            return socket.gethostname(), f"{type(missing).__name__}: {missing}"
+        return socket.gethostname(), ""
+
+    context.setJobGroup("floe-executor-check", "can executors import Floe?", interruptOnCancel=True)
+    timer = threading.Timer(timeout_s, context.cancelJobGroup, ("floe-executor-check",))
+    timer.start()
+    try:
+        results = context.parallelize(range(slots), slots).map(probe).collect()
+    except Exception as error:  # noqa: BLE001 - any failure here means the executors are not usable
+        raise ExecutorSetupError(_executor_advice(f"the check job failed or no executor started within "
+                                                  f"{timeout_s:.0f}s ({_first_line_of(error)})")) from None
+    finally:
+        timer.cancel()
+    failures = sorted({f"{host}: {problem}" for host, problem in results if problem})
+    if failures:
+        raise ExecutorSetupError(_executor_advice("; ".join(failures)))
+    return sorted({host for host, _ in results})
+
+
+def _executor_advice(problem: str) -> str:
+    return (f"Spark executors cannot run Floe ({problem}); use the Floe image as the executor image "
+            "(Kubernetes), install Floe in the same Python on every worker (spark.pyspark.python), or set "
+            "spark.ship_floe: true when the workers have Floe's dependencies (docs/spark-clusters.md)")
+
+
+def _first_line_of(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0][:300] if text else type(error).__name__

@@ -8,19 +8,25 @@ is shown by its redacted URI, Kafka by its bootstrap servers only).
 
 from __future__ import annotations
 
+import os
+import socket
 import uuid
 from dataclasses import dataclass
 from typing import Callable
+from urllib.parse import urlsplit
 
 from commit.catalog import Catalog
 from commit.errors import NoSuchCatalog
 from commit.identifiers import to_table_identifier
 from ingest.table_setup import TableMismatchError, TablePropertyError, check_table, needs_unpartitioned_spec
 from runtime.logging import redact_text, summarize_error
+from runtime.spark_session import local_cores
 from service.config import FloeConfig, TableConfig
+from service.config.spark import SparkConfig
 from service.failures import CommandError
 from service.jobs import table_spec
 from table.io import FileIO
+from table.object_store import S3Settings
 
 
 @dataclass(frozen=True)
@@ -93,9 +99,51 @@ def check_warehouse(config: FloeConfig) -> CheckResult:
                 raise OSError(f"read back different bytes from {path}")
         finally:
             io.delete(path)
-        return "writable and readable"
+        return "writable and readable" + _store_detail(config.catalog.warehouse)
 
     return _guarded(f"warehouse {config.catalog.warehouse}", probe)
+
+
+def _store_detail(location: str) -> str:
+    """Which S3 endpoint a warehouse on S3 was reached through (the settings come from the environment)."""
+    if not location.lower().startswith(("s3://", "s3a://")):
+        return ""
+    settings = S3Settings.from_environment(os.environ)
+    style = ", path-style" if settings.path_style_access else ""
+    return f" (S3 at {settings.endpoint or 'AWS'}{style}, region {settings.region or 'from the SDK'})"
+
+
+def check_spark(spark: SparkConfig, name: str, timeout_s: float = 5.0) -> CheckResult:
+    """Local mode needs nothing; a cluster's master (or Kubernetes API server) must accept a connection."""
+
+    def probe() -> str:
+        if spark.local:
+            return f"local mode, {local_cores(spark.master)} task slot(s) in the driver's process"
+        if spark.master == "yarn":
+            return "yarn: the master comes from HADOOP_CONF_DIR; not probed"
+        host, port = _master_address(spark.master)
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+        return f"master reachable at {host}:{port}"
+
+    return _guarded(f"{name} {spark.master}", probe)
+
+
+def _compactor_spark(config: FloeConfig) -> list[CheckResult]:
+    """The compactor's own Spark session, when it has one that differs from the ingest's."""
+    if config.compaction.executor != "spark" or config.compactor_spark == config.spark:
+        return []
+    return [check_spark(config.compactor_spark, "compaction.spark")]
+
+
+def _master_address(master: str) -> tuple[str, int]:
+    """The first master's host and port: ``spark://h:7077[,h2:7077]`` or ``k8s://https://h[:443]``."""
+    if master.startswith("k8s://"):
+        parts = urlsplit(master[len("k8s://"):])
+        return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    first = master[len("spark://"):].split(",")[0]
+    host, _, port = first.rpartition(":")
+    return (host, int(port)) if host else (first, 7077)
 
 
 WILL_BE_CREATED = "will be created on the first start"
@@ -144,4 +192,5 @@ def _table_plan(catalog: Catalog, table: TableConfig) -> str:
 
 
 def run_checks(config: FloeConfig) -> list[CheckResult]:
-    return [check_kafka(config), check_catalog(config), check_warehouse(config), *check_tables(config)]
+    return [check_kafka(config), check_spark(config.spark, "spark"), *_compactor_spark(config),
+            check_catalog(config), check_warehouse(config), *check_tables(config)]

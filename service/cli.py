@@ -29,9 +29,13 @@ LOG_LEVEL_ENV, LOG_FORMAT_ENV = "FLOE_LOG_LEVEL", "FLOE_LOG_FORMAT"
 
 
 def _load(path: str):  # -> FloeConfig
+    """The configuration, its object-store settings applied to this process (every command reads files)."""
     from service.config import load_config
+    from service.spark_setup import apply_storage
 
-    return load_config(path)
+    config = load_config(path)
+    apply_storage(config)
+    return config
 
 
 def _configure_logging(config: Any = None) -> None:

@@ -23,6 +23,7 @@ from service.config import FloeConfig
 from service.config.compactor import CompactionConfig
 from service.http import OpsServer
 from service.metrics import register_service_metrics
+from service.spark_setup import apply_storage, start_spark
 
 log = logging.getLogger("floe.compact")
 EXIT_OK, EXIT_RUN_FAILED, EXIT_INTERRUPTED = 0, 1, 3
@@ -95,9 +96,10 @@ def run_compactor(
     server = OpsServer(config.http.host, config.http.compact_port if port is None else port, registry,
                        setting="http.compact_port")
     server.add_readiness_check("compactor", readiness)
+    apply_storage(config)
     use_spark = config.compaction.executor == "spark"
     owned = use_spark and spark is None
-    session = (_spark_session() if owned else spark) if use_spark else None
+    session = (start_spark(config, "floe-compact", config.compactor_spark) if owned else spark) if use_spark else None
     runners = build_runners(config, metrics, stop, session)
     schedule = Schedule(config.compaction.interval.total_seconds(), config.compaction.jitter.total_seconds())
     scheduler = CompactionScheduler(runners, schedule, stop)
@@ -119,9 +121,3 @@ def run_compactor(
     log.info("compactor stopped", extra={"exit_code": code})
     return code
 
-
-def _spark_session() -> Any:
-    """A local-mode session whose tasks rewrite file groups (``compaction.executor: spark``)."""
-    from runtime.spark_session import build_spark_session
-
-    return build_spark_session("floe-compact")

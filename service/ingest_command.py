@@ -29,6 +29,7 @@ from service.failures import log_failure
 from service.http import OpsServer
 from service.jobs import build_jobs
 from service.metrics import register_service_metrics
+from service.spark_setup import apply_storage, start_spark
 
 log = logging.getLogger("floe.ingest")
 EXIT_OK, EXIT_QUERY_FAILED, EXIT_STOPPED = 0, 1, 3
@@ -120,6 +121,7 @@ def run_ingest_service(
     """
     stop = stop or threading.Event()
     registry = registry or CollectorRegistry()
+    apply_storage(config)
     jobs = build_jobs(config)
     require_kafka(config)
     service_metrics = register_service_metrics(registry)
@@ -131,7 +133,7 @@ def run_ingest_service(
     server.add_readiness_check("ingest", readiness)
     with server:
         log.info("ingest starting", extra={"tables": len(jobs), "metrics_url": server.url})
-        session = spark if spark is not None else _spark_session()
+        session = spark if spark is not None else start_spark(config, "floe-ingest", config.spark)
         try:
             code = _run_queries(jobs, session, stop, metrics, readiness, service_metrics)
         finally:
@@ -139,12 +141,6 @@ def run_ingest_service(
                 session.stop()
     log.info("ingest stopped", extra={"exit_code": code, "reason": _EXIT_REASONS[code]})
     return code
-
-
-def _spark_session() -> Any:
-    from runtime.spark_session import build_spark_session
-
-    return build_spark_session("floe-ingest")
 
 
 def _run_queries(jobs: list[IngestJob], spark: Any, stop: threading.Event, metrics: IngestMetrics,

@@ -14,14 +14,17 @@ wants.
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterable, Iterator, Optional
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from table.errors import NotFoundError, TableError
+from table.object_store import ObjectStoreSettingError, S3Settings
 
 _LOCAL_SCHEMES = frozenset({"", "file"})
 # Schemes served by one pyarrow file system; the first is the one pyarrow parses.
@@ -265,12 +268,24 @@ def removed_on_failure(io: FileIO, path: str) -> Iterator[None]:
 
 
 def _remote_fs(location: str, uri: str) -> pafs.FileSystem:
-    """pyarrow's file system for a remote URI, with its errors typed."""
+    """pyarrow's file system for a remote URI, with its errors typed.
+
+    S3 is configured from the environment (:mod:`table.object_store`), so a
+    driver and its executors on other hosts reach the same store the same way.
+    """
     with _wrapped(location, "open file system for"):
         try:
+            if uri.startswith("s3://"):
+                return _s3_fs(S3Settings.from_environment(os.environ))
             return pafs.FileSystem.from_uri(uri)[0]
-        except (ValueError, NotImplementedError) as e:
+        except (ValueError, NotImplementedError, ObjectStoreSettingError) as e:
             raise FileIOError(location, "open file system for", str(e)) from e
+
+
+@lru_cache(maxsize=8)
+def _s3_fs(settings: S3Settings) -> pafs.FileSystem:
+    """One S3 client per distinct setting: each holds a connection pool worth reusing."""
+    return pafs.S3FileSystem(**settings.pyarrow_options())  # type: ignore[arg-type]
 
 
 def _mtime_ms(info: pafs.FileInfo) -> Optional[int]:

@@ -79,11 +79,34 @@ def new_topic(kafka_bootstrap: str) -> Callable[..., str]:
 
 
 @pytest.fixture(scope="session")
-def spark():  # -> pyspark.sql.SparkSession
-    """A local[2] SparkSession with Spark's Kafka source on the classpath."""
-    from runtime.spark_session import build_spark_session
+def s3proxy(tmp_path_factory: pytest.TempPathFactory):  # -> tests.support.s3proxy.S3Proxy
+    """A real S3 server (S3Proxy) for the whole session, its settings in this process's environment.
 
-    session = build_spark_session("floe-tests", {"spark.sql.shuffle.partitions": "2"})
+    The environment is how Floe's processes find the store (table.object_store), so
+    every process the tests start, Spark's Python workers included, reaches it too.
+    """
+    from tests.support.s3proxy import S3Proxy
+
+    with S3Proxy(tmp_path_factory.mktemp("s3proxy")) as server:
+        saved = {name: os.environ.get(name) for name in server.environment()}
+        os.environ.update(server.environment())
+        yield server
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@pytest.fixture(scope="session")
+def spark(s3proxy):  # -> pyspark.sql.SparkSession
+    """A local[2] SparkSession with Spark's Kafka source on the classpath, set up as
+    ``floe ingest`` sets up its own: executors and S3A reach the test's S3 server."""
+    from runtime.spark_session import build_spark_session
+    from service.spark_setup import object_store_settings
+
+    settings = {**object_store_settings(os.environ), "spark.sql.shuffle.partitions": "2"}
+    session = build_spark_session("floe-tests", settings)
     yield session
     session.stop()
 

@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 
 from service.config.fields import Duration, NonNegativeDuration, Properties, Section, format_duration
 from service.config.problems import invalid, raise_all, render_path
+from service.config.spark import SparkConfig
 
 # Iceberg's rewrite_data_files options (RewriteDataFiles, SizeBasedFileRewriter), by value kind.
 _REWRITE_OPTIONS = {
@@ -107,8 +108,12 @@ class CompactionConfig(Section):
     executor: Literal["in-process", "spark"] = Field(
         "in-process",
         description="Where file groups are rewritten: `in-process`, one after another in the compactor "
-        "(smallest footprint), or `spark`, as tasks of a local-mode Spark session, up to "
-        "`max-concurrent-file-group-rewrites` at a time.",
+        "(smallest footprint), or `spark`, as tasks of a Spark session (the `spark` section, or "
+        "`compaction.spark`), up to `max-concurrent-file-group-rewrites` at a time.",
+    )
+    spark: Optional[SparkConfig] = Field(
+        None, description="The compactor's own Spark session settings, replacing the top-level `spark` "
+        "section for `floe compact` (e.g. local mode beside an ingest on a cluster).",
     )
     rewrite_options: Properties = Field(
         default_factory=dict,

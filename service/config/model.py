@@ -19,6 +19,8 @@ from service.config.compactor import CompactionConfig
 from service.config.fields import Duration, Location, Section, UpperCased, format_duration
 from service.config.kafka import KafkaConfig
 from service.config.problems import Problem, invalid, raise_all
+from service.config.spark import SparkConfig
+from service.config.storage import StorageConfig
 from service.config.tables import TableConfig
 
 
@@ -82,6 +84,10 @@ class FloeConfig(Section):
         description="Spark checkpoint root; each table's query uses `<root>/<identifier>`."
     )
     trigger: TriggerConfig = Field(default_factory=TriggerConfig, description="Micro-batch trigger.")
+    spark: SparkConfig = Field(default_factory=SparkConfig, description="Where Spark runs, and its own settings.")
+    storage: StorageConfig = Field(
+        default_factory=StorageConfig, description="Object-store settings of the warehouse and the checkpoints."
+    )
     compaction: CompactionConfig = Field(default_factory=CompactionConfig, description="Compactor settings.")
     http: HttpConfig = Field(default_factory=HttpConfig, description="Ops HTTP endpoint.")
     readiness: ReadinessConfig = Field(default_factory=ReadinessConfig, description="Readiness rules.")
@@ -101,6 +107,11 @@ class FloeConfig(Section):
         raise KeyError(
             f"no table {identifier!r} in the configuration (tables: {', '.join(t.identifier for t in self.tables)})"
         )
+
+    @property
+    def compactor_spark(self) -> SparkConfig:
+        """The compactor's Spark settings: its own, else the ingest's."""
+        return self.compaction.spark or self.spark
 
     def checkpoint_for(self, table: TableConfig) -> str:
         return f"{self.checkpoint_location}/{table.identifier}"

@@ -143,13 +143,15 @@ def normalized(table: pa.Table) -> dict[int, dict[str, Any]]:
 
 def upsert_job(bootstrap: str, topic: str, tmp: Path, *, identifier: str = "db.events",
                max_offsets: int = 50_000, partition: tuple = (("bucket[4]", "id"),),
-               available_now: bool = True, processing_time: float = 60.0, **source: Any) -> IngestJob:
+               available_now: bool = True, processing_time: float = 60.0, store: Optional[str] = None,
+               **source: Any) -> IngestJob:
+    """``store``: an object-store root (``s3://bucket``) for the warehouse and the checkpoint, else ``tmp``."""
     decode = DecodeSpec(EVENTS, mode="upsert", op_field=OpField("op"))
     return IngestJob(
         source=SourceSpec(bootstrap, topics=(topic,), max_offsets_per_trigger=max_offsets, **source),
         table=TableSpec(identifier, decode, partition=partition),
-        catalog=CatalogSpec(f"sqlite:///{tmp / 'catalog.db'}", str(tmp / "warehouse")),
-        checkpoint_location=str(tmp / "checkpoint"),
+        catalog=CatalogSpec(f"sqlite:///{tmp / 'catalog.db'}", f"{store or tmp}/warehouse"),
+        checkpoint_location=f"{store.replace('s3://', 's3a://', 1) if store else tmp}/checkpoint",
         trigger=TriggerSpec(processing_time, available_now),
         lag_interval_seconds=5.0,
     )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,8 @@ from table import properties
 from table.io import FileIO
 from table.metadata import MAIN_BRANCH
 from table.scan import TableScan
+from tests.commit.test_catalog_oracles import use_jdbc_catalog
+from tests.support.s3proxy import pyiceberg_s3_properties, s3_file_io_properties
 from tests.ingest.e2e_support import (
     Event,
     change_events,
@@ -62,34 +65,46 @@ def with_malformed(events: list[Event]) -> list[Event]:
 BY_BUCKET = {"floe.key-index.map-side-lookup-max-bytes": "0"}  # the lookup stage after an exchange by bucket
 
 
-@pytest.mark.parametrize(("partition", "format_version", "table_properties"), [
-    ((("bucket[4]", "id"),), 2, {}),
-    ((("bucket[4]", "id"), ("day", "event_ts")), 2, BY_BUCKET),
-    ((("bucket[4]", "id"), ("day", "event_ts")), 3, {}),
-], ids=["key-determines-partition", "key-moves-between-partitions-lookup-by-bucket", "v3-deletion-vectors"])
-def test_every_snapshot_reads_exactly_in_every_engine(spark, kafka_bootstrap, new_topic, iceberg_oracle,
+@pytest.mark.parametrize(("partition", "format_version", "table_properties", "on_s3"), [
+    ((("bucket[4]", "id"),), 2, {}, False),
+    ((("bucket[4]", "id"), ("day", "event_ts")), 2, BY_BUCKET, False),
+    ((("bucket[4]", "id"), ("day", "event_ts")), 3, {}, False),
+    ((("bucket[4]", "id"),), 2, {}, True),
+], ids=["key-determines-partition", "key-moves-between-partitions-lookup-by-bucket", "v3-deletion-vectors",
+        "warehouse-and-checkpoint-on-s3proxy"])
+def test_every_snapshot_reads_exactly_in_every_engine(spark, kafka_bootstrap, new_topic, iceberg_oracle, s3proxy,
                                                      tmp_path: Path, partition, format_version,
-                                                     table_properties) -> None:
+                                                     table_properties, on_s3: bool) -> None:
     topic = new_topic("e2e-position", partitions=PARTITIONS)
     dead = new_topic("e2e-position-dlq", partitions=1)
     delivered = produce(kafka_bootstrap, topic, with_malformed(change_events(EVENTS, KEYS, seed=11)))
     good = [d for d in delivered if d.event.value != b"{not json"]
 
-    job = upsert_job(kafka_bootstrap, topic, tmp_path, max_offsets=MAX_OFFSETS, partition=partition)
+    store = s3proxy.create_bucket(f"e2e-{uuid.uuid4().hex[:12]}") if on_s3 else None
+    job = upsert_job(kafka_bootstrap, topic, tmp_path, max_offsets=MAX_OFFSETS, partition=partition, store=store)
     job = dataclasses.replace(job, table=dataclasses.replace(job.table, bad_records="dead-letter",
                                                              dead_letter_topic=dead, format_version=format_version,
                                                              properties=table_properties))
+    if on_s3:  # Iceberg Java reads through S3FileIO and its JDBC catalog, by the catalog's name
+        job = dataclasses.replace(job, catalog=dataclasses.replace(job.catalog, name=f"s3_{uuid.uuid4().hex[:8]}"))
+        use_jdbc_catalog(iceberg_oracle, job.catalog.name, job.catalog.uri, job.catalog.warehouse,
+                         **s3_file_io_properties(s3proxy), **{"cache-enabled": "false"})
     query = run_ingest(job, spark)
     assert query.await_termination(600), "the AvailableNow query did not finish"
 
-    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+    with Catalog(job.catalog.uri, job.catalog.warehouse, job.catalog.name) as catalog:
         loaded = catalog.load_table(job.table.identifier)
     metadata = loaded.metadata
     io = FileIO.for_location(loaded.metadata_location)
     assert properties.UPSERT_DELETE_STRATEGY.read(metadata.properties) == "position"
     snapshots = list(reversed(list(metadata.ancestors_of(metadata.current_snapshot().snapshot_id))))
     assert len(snapshots) >= 4, "maxOffsetsPerTrigger should split the input into several micro-batches"
-    static = StaticTable.from_metadata(loaded.metadata_location)
+    static = StaticTable.from_metadata(loaded.metadata_location,
+                                       properties=pyiceberg_s3_properties(s3proxy) if on_s3 else {})
+    if on_s3:
+        assert loaded.metadata_location.startswith(f"{store}/warehouse/")
+        assert not (tmp_path / "warehouse").exists() and not (tmp_path / "checkpoint").exists()
+        assert FileIO.for_location(store).exists(f"{store}/checkpoint/offsets/0"), "the checkpoint is on S3 too"
 
     position_deletes = 0
     for snapshot in snapshots:
@@ -102,8 +117,12 @@ def test_every_snapshot_reads_exactly_in_every_engine(spark, kafka_bootstrap, ne
         if format_version == 3:
             check_v3_snapshot(snapshot, tasks)
         assert normalized(TableScan(io, metadata, snapshot_id=snapshot.snapshot_id).to_arrow()) == expected
-        java = iceberg_oracle.call("tests.support.oracle_ops:read_by_metadata_location",
-                                   metadata_location=loaded.metadata_location, snapshot_id=snapshot.snapshot_id)
+        if on_s3:
+            java = iceberg_oracle.sql(f"SELECT * FROM {job.catalog.name}.{job.table.identifier} "
+                                      f"VERSION AS OF {snapshot.snapshot_id}")
+        else:
+            java = iceberg_oracle.call("tests.support.oracle_ops:read_by_metadata_location",
+                                       metadata_location=loaded.metadata_location, snapshot_id=snapshot.snapshot_id)
         assert normalized(java) == expected, f"Iceberg Java at snapshot {snapshot.snapshot_id}"
         assert normalized(static.scan(snapshot_id=snapshot.snapshot_id).to_arrow()) == expected, \
             f"pyiceberg at snapshot {snapshot.snapshot_id}"

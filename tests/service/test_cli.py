@@ -131,8 +131,36 @@ def test_check_reaches_kafka_catalog_and_warehouse(tmp_path, kafka_bootstrap, ca
     assert main(["check", "--config", str(_config(tmp_path, kafka_bootstrap))]) == EXIT_OK
     out = capsys.readouterr().out
     assert "configuration: valid" in out
-    assert out.count("ok   ") == 4, out
+    assert out.count("ok   ") == 5, out
+    assert "ok   spark local[*]: local mode, " in out
     assert "ok   table db.events: will be created on the first start" in out
+
+
+@pytest.mark.kafka
+def test_check_reaches_a_warehouse_on_s3_and_a_spark_master(tmp_path, kafka_bootstrap, s3proxy, capsys,
+                                                            monkeypatch):
+    import socket
+
+    for name in s3proxy.environment():  # the configuration alone must lead there
+        monkeypatch.delenv(name, raising=False)
+    bucket = s3proxy.create_bucket("check-" + tmp_path.name.lower().replace("_", "-")[-40:].strip("-"))
+    path = _config(tmp_path, kafka_bootstrap)
+    data = yaml.safe_load(path.read_text())
+    data["catalog"]["warehouse"] = f"{bucket}/warehouse"
+    data["storage"] = {"s3": {"endpoint": s3proxy.endpoint, "region": "us-east-1", "path_style_access": True,
+                              "access_key_id": "floe-test-access", "secret_access_key": "floe-test-secret-key"}}
+    with socket.socket() as master:
+        master.bind(("127.0.0.1", 0))
+        master.listen()
+        port = master.getsockname()[1]
+        data["spark"] = {"master": f"spark://127.0.0.1:{port}"}
+        path.write_text(yaml.safe_dump(data))
+        main(["check", "--config", str(path)])
+    out = capsys.readouterr().out
+    assert f"ok   spark spark://127.0.0.1:{port}: master reachable at 127.0.0.1:{port}" in out, out
+    assert (f"ok   warehouse {bucket}/warehouse: writable and readable (S3 at {s3proxy.endpoint}, path-style, "
+            "region us-east-1)") in out, out
+    assert "floe-test-secret-key" not in out
 
 
 def test_check_reports_an_unreachable_broker_without_leaking_secrets(tmp_path, capsys):

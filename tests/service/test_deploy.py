@@ -540,9 +540,9 @@ def test_dockerfile_fetches_only_runtime_jar_sets_into_floe_jars_dir() -> None:
     [fetch] = [c for c in dockerfile_build_commands() if setup_step(c) == "fetch-jars"]
     _, destination, *sets = shlex.split(fetch)
     readme = (ROOT / "README.md").read_text()
-    documented = set(re.findall(r"`([a-z-]+)` \(", readme.split("JVM jars", 1)[1].split("\n", 1)[0]))
-    assert documented == {"spark-kafka", "kafka-broker", "iceberg-oracle"}
-    assert set(sets) <= documented - {"iceberg-oracle"}  # the README calls iceberg-oracle test-only
+    documented = set(re.findall(r"`([a-z0-9-]+)` \(", readme.split("JVM jars", 1)[1].split("\n", 1)[0]))
+    assert documented == {"spark-kafka", "kafka-broker", "iceberg-oracle", "s3proxy"}
+    assert set(sets) <= documented - {"iceberg-oracle", "s3proxy"}  # the README calls these test-only
     runtime_env = " ".join(rest for keyword, rest in dockerfile_stages()[-1] if keyword == "ENV")
     assert f"FLOE_JARS_DIR={destination}" in runtime_env
 

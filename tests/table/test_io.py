@@ -208,3 +208,55 @@ def test_read_bytes_of_large_file(tmp_path: Path) -> None:
             out.write(chunk)
     assert fio.read_bytes(str(tmp_path / "big")) == data
     assert fio.size(str(tmp_path / "big")) == len(data)
+
+
+# --------------------------------------------------------------------------- on a real S3 server (S3Proxy)
+
+
+@pytest.fixture()
+def bucket(s3proxy) -> str:
+    import uuid
+
+    return s3proxy.create_bucket(f"io-{uuid.uuid4().hex[:12]}")
+
+
+def test_s3_write_read_size_list_and_delete(bucket: str) -> None:
+    io = FileIO.for_location(bucket)
+    assert not io.is_local
+    io.write_bytes(f"{bucket}/t/data/a.parquet", b"a" * 10)
+    io.write_bytes(f"{bucket}/t/metadata/m.json", b"{}")
+    assert io.read_bytes(f"{bucket}/t/data/a.parquet") == b"a" * 10
+    assert io.size(f"{bucket}/t/data/a.parquet") == 10 and io.exists(f"{bucket}/t/metadata/m.json")
+    listed = sorted(e.location for e in io.list_prefix(f"{bucket}/t"))
+    assert listed == [f"{bucket}/t/data/a.parquet", f"{bucket}/t/metadata/m.json"]
+    io.delete_many([f"{bucket}/t/data/a.parquet", f"{bucket}/t/data/missing.parquet"])
+    assert not io.exists(f"{bucket}/t/data/a.parquet")
+
+
+def test_s3a_and_s3_name_the_same_objects(bucket: str) -> None:
+    io = FileIO.for_location(bucket)
+    io.write_bytes(f"{bucket}/x", b"same")
+    assert io.read_bytes(bucket.replace("s3://", "s3a://") + "/x") == b"same"
+
+
+def test_s3_multipart_write_and_seekable_read(bucket: str) -> None:
+    payload = bytes(range(256)) * (40 * 1024)  # 10 MiB: more than one upload part
+    io = FileIO.for_location(bucket)
+    io.write_bytes(f"{bucket}/big", payload)
+    with io.open_input(f"{bucket}/big") as f:
+        f.seek(5 * 1024 * 1024 + 3)
+        assert f.read(4) == payload[5 * 1024 * 1024 + 3: 5 * 1024 * 1024 + 7]
+
+
+def test_s3_missing_file_and_missing_bucket_are_typed(bucket: str) -> None:
+    io = FileIO.for_location(bucket)
+    with pytest.raises(MissingFileError, match=f"cannot open for reading {bucket}/nope: file does not exist"):
+        io.read_bytes(f"{bucket}/nope")
+    with pytest.raises(FileIOError, match="no-such-bucket-floe"):
+        io.write_bytes("s3://no-such-bucket-floe/x", b"x")
+
+
+def test_a_bad_s3_setting_in_the_environment_is_a_typed_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "not-a-url")
+    with pytest.raises(FileIOError, match="AWS_ENDPOINT_URL_S3='not-a-url': expected http"):
+        FileIO.for_location("s3://b/x")

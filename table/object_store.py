@@ -1,0 +1,110 @@
+"""How Floe reaches an S3-compatible object store: endpoint, region, addressing style.
+
+Every process that touches table files needs the same settings: the driver,
+the compactor, and each Spark executor's Python worker, which may run on
+another host. The process environment is the one channel that reaches all
+of them (a pod's env, ``spark.executorEnv.*``, a worker's own environment),
+and the AWS SDKs already read their credentials from it. So the settings
+are read from the environment, under the AWS SDKs' own names where they
+have one:
+
+- ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``: an S3-compatible server
+  (MinIO, S3Proxy, Ceph); unset for AWS itself.
+- ``AWS_REGION`` or ``AWS_DEFAULT_REGION``.
+- ``FLOE_S3_PATH_STYLE_ACCESS``: ``true`` for ``http://host/bucket/key``
+  addressing, which most S3-compatible servers need (the AWS SDKs have no
+  environment name for it).
+
+Credentials are not handled here at all: the AWS SDK's default provider
+chain finds them (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/
+``AWS_SESSION_TOKEN``, ``AWS_PROFILE`` and the shared files, web identity
+as on EKS, the instance or container role).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Optional
+from urllib.parse import urlsplit
+
+ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
+PATH_STYLE_VARIABLE = "FLOE_S3_PATH_STYLE_ACCESS"
+_TRUE, _FALSE = frozenset({"true", "1", "yes"}), frozenset({"false", "0", "no", ""})
+
+
+class ObjectStoreSettingError(ValueError):
+    """An object-store setting in the environment has a value Floe cannot use."""
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """Where and how to address S3; ``None`` leaves the choice to the AWS SDK."""
+
+    endpoint: Optional[str] = None
+    region: Optional[str] = None
+    path_style_access: bool = False
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> S3Settings:
+        """The settings in ``environ``, checked; a bad value names its variable."""
+        endpoint = _first(environ, ENDPOINT_VARIABLES)
+        if endpoint is not None:
+            check_endpoint(endpoint, name=next(v for v in ENDPOINT_VARIABLES if environ.get(v)))
+        flag = environ.get(PATH_STYLE_VARIABLE, "").strip().lower()
+        if flag not in _TRUE | _FALSE:
+            raise ObjectStoreSettingError(
+                f"{PATH_STYLE_VARIABLE}={environ[PATH_STYLE_VARIABLE]!r}: expected true or false"
+            )
+        return cls(endpoint, _first(environ, REGION_VARIABLES), flag in _TRUE)
+
+    def environment(self) -> dict[str, str]:
+        """The variables that carry these settings to another process (an executor)."""
+        variables = {PATH_STYLE_VARIABLE: "true" if self.path_style_access else "false"}
+        if self.endpoint is not None:
+            variables[ENDPOINT_VARIABLES[0]] = self.endpoint
+        if self.region is not None:
+            variables[REGION_VARIABLES[0]] = self.region
+        return variables
+
+    def pyarrow_options(self) -> dict[str, object]:
+        """Keyword arguments for ``pyarrow.fs.S3FileSystem``."""
+        # pyarrow addresses a bucket by path whenever an endpoint is given, so
+        # virtual addressing must be asked for there unless path style is wanted.
+        options: dict[str, object] = {"force_virtual_addressing": self.endpoint is not None and not self.path_style_access}
+        if self.endpoint is not None:
+            parts = urlsplit(self.endpoint)
+            options.update(endpoint_override=parts.netloc, scheme=parts.scheme)
+        if self.region is not None:
+            options["region"] = self.region
+        return options
+
+    def hadoop_options(self) -> dict[str, str]:
+        """The same settings for Hadoop's S3A file system (a Spark checkpoint on ``s3a://``)."""
+        options = {"fs.s3a.path.style.access": "true" if self.path_style_access else "false"}
+        if self.endpoint is not None:
+            options["fs.s3a.endpoint"] = self.endpoint
+            options["fs.s3a.connection.ssl.enabled"] = str(urlsplit(self.endpoint).scheme == "https").lower()
+        if self.region is not None:
+            options["fs.s3a.endpoint.region"] = self.region
+        return options
+
+
+def check_endpoint(endpoint: str, name: str = "endpoint") -> None:
+    """An endpoint is ``http(s)://host[:port]``: the scheme decides TLS, and no path is allowed."""
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/") or parts.query:
+        raise ObjectStoreSettingError(f"{name}={endpoint!r}: expected http(s)://host[:port]")
+
+
+def _first(environ: Mapping[str, str], names: tuple[str, ...]) -> Optional[str]:
+    for name in names:
+        value = environ.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
+FORWARDED_VARIABLES = (*ENDPOINT_VARIABLES, *REGION_VARIABLES, PATH_STYLE_VARIABLE, *CREDENTIAL_VARIABLES)
+"""Every variable an executor needs to reach the store as its driver does."""

@@ -1,0 +1,165 @@
+"""A real S3 API server for the tests: S3Proxy over a local directory.
+
+S3Proxy (``org.gaul:s3proxy``, the ``s3proxy`` jar set) speaks the S3 REST
+API, SigV4 included, and stores objects with jclouds' filesystem provider.
+It listens on a free loopback port, runs with a parent-death signal like the
+local Kafka broker, and is addressed path-style (``http://host/bucket/key``).
+
+:meth:`S3Proxy.environment` gives the variables that point Floe
+(:mod:`table.object_store`), Hadoop's S3A and the AWS SDKs at it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Optional
+
+from runtime.jars import jar_set_dir
+from service.local_kafka import _die_with_parent, free_port
+
+ACCESS_KEY = "floe-test-access"
+SECRET_KEY = "floe-test-secret-key"
+REGION = "us-east-1"
+
+# Without a configuration logback logs every Jetty detail at DEBUG.
+_LOGBACK = """<configuration>
+  <appender name="out" class="ch.qos.logback.core.ConsoleAppender">
+    <encoder><pattern>%d %level %logger{0}: %msg%n</pattern></encoder>
+  </appender>
+  <root level="WARN"><appender-ref ref="out"/></root>
+  <logger name="org.gaul.s3proxy.Main" level="INFO"/>
+</configuration>
+"""
+
+
+class S3ProxyStartError(RuntimeError):
+    """S3Proxy did not come up; the message carries the tail of its log."""
+
+
+class S3Proxy:
+    """Start with :meth:`start` (or ``with``); buckets are made with :meth:`create_bucket`."""
+
+    def __init__(self, work_dir: Path, startup_timeout_s: float = 60.0) -> None:
+        self.work_dir = Path(work_dir)
+        self.startup_timeout_s = startup_timeout_s
+        self.port = 0
+        self._proc: Optional[subprocess.Popen[bytes]] = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def environment(self) -> dict[str, str]:
+        """What a process needs to reach this server: endpoint, region, path style, credentials."""
+        return {
+            "AWS_ENDPOINT_URL_S3": self.endpoint,
+            "AWS_REGION": REGION,
+            "FLOE_S3_PATH_STYLE_ACCESS": "true",
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        }
+
+    def __enter__(self) -> "S3Proxy":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> "S3Proxy":
+        if self._proc is not None:
+            raise RuntimeError("S3Proxy already started")
+        (self.work_dir / "blobs").mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        properties = self.work_dir / "s3proxy.properties"
+        properties.write_text(self._properties())
+        logback = self.work_dir / "logback.xml"
+        logback.write_text(_LOGBACK)
+        with open(self.work_dir / "s3proxy.log", "ab") as out:
+            self._proc = subprocess.Popen(
+                ["java", "-Xmx256m", "-XX:+UseSerialGC", f"-Dlogback.configurationFile={logback}", "-cp", str(jar_set_dir("s3proxy") / "*"),
+                 "org.gaul.s3proxy.Main", "--properties", str(properties)],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
+            )
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 15 s. Safe to call twice."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+
+    def create_bucket(self, name: str) -> str:
+        """Make a bucket through the S3 API and return ``s3://name``."""
+        import pyarrow.fs as pafs
+
+        pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{self.port}", scheme="http", region=REGION,
+                          access_key=ACCESS_KEY, secret_key=SECRET_KEY, allow_bucket_creation=True).create_dir(name)
+        return f"s3://{name}"
+
+    def _properties(self) -> str:
+        return "\n".join([
+            f"s3proxy.endpoint={self.endpoint}",
+            "s3proxy.authorization=aws-v2-or-v4",
+            f"s3proxy.identity={ACCESS_KEY}",
+            f"s3proxy.credential={SECRET_KEY}",
+            "jclouds.provider=filesystem",
+            f"jclouds.filesystem.basedir={self.work_dir / 'blobs'}",
+            f"jclouds.identity={ACCESS_KEY}",
+            f"jclouds.credential={SECRET_KEY}",
+            "",
+        ])
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self._proc is None or self._proc.poll() is not None:
+                raise S3ProxyStartError(f"S3Proxy exited during start-up:\n{self._log_tail()}")
+            try:
+                urllib.request.urlopen(self.endpoint, timeout=2).close()
+                return
+            except urllib.error.HTTPError:
+                return  # an S3 error answer (anonymous request refused): the server is up
+            except OSError:
+                time.sleep(0.3)
+        raise S3ProxyStartError(f"S3Proxy did not answer within {self.startup_timeout_s}s:\n{self._log_tail()}")
+
+    def _log_tail(self, lines: int = 40) -> str:
+        path = self.work_dir / "s3proxy.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+
+def s3_file_io_properties(server: S3Proxy) -> dict[str, str]:
+    """Catalog properties that point Iceberg Java's S3FileIO at ``server``."""
+    return {
+        "io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+        "s3.endpoint": server.endpoint,
+        "s3.path-style-access": "true",
+        "s3.access-key-id": ACCESS_KEY,
+        "s3.secret-access-key": SECRET_KEY,
+        "client.region": REGION,
+    }
+
+
+def pyiceberg_s3_properties(server: S3Proxy) -> dict[str, str]:
+    """FileIO properties that point pyiceberg at ``server``."""
+    return {
+        "s3.endpoint": server.endpoint,
+        "s3.access-key-id": ACCESS_KEY,
+        "s3.secret-access-key": SECRET_KEY,
+        "s3.region": REGION,
+    }
