@@ -17,6 +17,13 @@ In one run, on one local Kafka broker and Spark in local mode:
   holds it (its summary's offset ranges) minus its Kafka timestamp: p50, p99.
 
     .venv/bin/python bench/ingest.py [--events 1000000] [--rate 2000] [--fresh-seconds 60]
+
+With ``--spark-master spark://host:port`` (or ``standalone``: a master and
+two one-core workers started here on loopback, from pyspark's own jars) the
+run compares instead Floe append and upsert on that cluster with local mode
+(``local[2]``), interleaved ``--repeat`` times, each in a child process of
+its own. On one 2-core machine the cluster shows that the work is spread over
+both workers, not a speed-up; the per-core rates estimate a bigger cluster.
 """
 
 from __future__ import annotations
@@ -299,20 +306,91 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=2_000, help="freshness: records per second")
     parser.add_argument("--fresh-seconds", type=float, default=60.0)
     parser.add_argument("--bootstrap", help="an existing broker (default: start a local one)")
+    parser.add_argument("--spark-master", help="compare Floe on this cluster (or 'standalone') with local mode")
+    parser.add_argument("--repeat", type=int, default=2, help="with --spark-master: rounds of local, cluster")
     parser.add_argument("--iceberg-sink", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--floe-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.iceberg_sink:
         iceberg_sink_child(*args.iceberg_sink)
         return
+    if args.floe_child:
+        floe_child(*args.floe_child)
+        return
     work = Path(tempfile.mkdtemp(prefix="floe-bench-"))
+    run = cluster_bench if args.spark_master else bench
     if args.bootstrap:
-        bench(args, args.bootstrap, work)
+        run(args, args.bootstrap, work)
         return
     from service.local_kafka import LocalKafka
 
     with LocalKafka(work / "kafka") as kafka:
         assert kafka.bootstrap is not None
-        bench(args, kafka.bootstrap, work)
+        run(args, kafka.bootstrap, work)
+
+
+# ---------------------------------------------------------------------------
+# Local mode against a cluster
+# ---------------------------------------------------------------------------
+
+
+def cluster_bench(args: argparse.Namespace, bootstrap: str, work: Path) -> None:
+    n = args.events
+    appends, upserts = append_events(n), upsert_events(n)
+    for topic, events in (("bench-append", appends), ("bench-upsert", upserts), ("bench-warmup", append_events(20_000))):
+        create_topic(bootstrap, topic, 4)
+        produce(bootstrap, topic, events)
+    print(f"{n:,} events per mode, {input_mb(appends) / n * 1e6:.0f} bytes each (append), work dir {work}", flush=True)
+    if args.spark_master != "standalone":
+        compare_masters(args.spark_master, args.repeat, bootstrap, work, {"append": appends, "upsert": upserts})
+        return
+    from tests.support.spark_cluster import SparkCluster
+
+    from tests.support.spark_cluster import app_task_counts
+
+    with SparkCluster(work / "cluster", workers=2) as cluster:
+        compare_masters(cluster.master_url, args.repeat, bootstrap, work, {"append": appends, "upsert": upserts})
+        tasks = app_task_counts(cluster, "floe-bench-spark")
+        print("tasks run per worker (from the executors' logs): "
+              + ", ".join(f"worker {index}: {count}" for index, count in tasks.items()))
+
+
+def compare_masters(master: str, repeat: int, bootstrap: str, work: Path, events: dict[str, list]) -> None:
+    figures: dict[str, list[dict[str, float]]] = {}
+    for round_ in range(repeat):
+        for name, url in (("local[2]", "local[2]"), ("cluster", master)):
+            child = [sys.executable, __file__, "--floe-child", url, bootstrap, str(work / f"{name}-{round_}"), "x"]
+            out = subprocess.run(child, check=True, capture_output=True, text=True).stdout
+            result = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+            for mode, r in result.items():
+                figures.setdefault(f"{name} {mode}", []).append(r)
+    mb = {mode: input_mb(e) for mode, e in events.items()}
+    print(f"\n{'path':20} {'records':>9} {'rec/s per round':>26} {'MB/s':>6} {'rec/s per core':>15}")
+    for name, rounds in figures.items():
+        rates = [r["records"] / r["wall_s"] for r in rounds]
+        best = max(rates)
+        print(f"{name:20} {rounds[0]['records']:>9,.0f} {' '.join(f'{x:>8,.0f}' for x in rates):>26} "
+              f"{mb[name.split()[-1]] * best / rounds[0]['records']:>6.1f} {best / 2:>15,.0f}")
+    print(f"\n(cluster: {master}, 2 executors x 1 core; local: 2 task slots; rates are wall-clock, "
+          "query start to last commit)")
+
+
+def floe_child(master: str, bootstrap: str, work: str, _: str) -> None:
+    """One session on ``master``: a warm-up, then Floe append and upsert; the figures as one JSON line."""
+    from runtime.spark_session import build_spark_session
+
+    conf = {**SPARK_CONF, "spark.master": master}
+    if not master.startswith("local"):
+        conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                     "spark.executor.memory": "2g", "spark.driver.memory": "2g"})
+    spark = build_spark_session(f"floe-bench-{master.split(':')[0]}", conf)
+    path = Path(work)
+    run_floe(spark, floe_job(bootstrap, "bench-warmup", path, "append", trigger=TriggerSpec(available_now=True)))
+    results = {mode: run_floe(spark, floe_job(bootstrap, f"bench-{mode}", path, mode,
+                                              trigger=TriggerSpec(available_now=True)))
+               for mode in ("append", "upsert")}
+    spark.stop()
+    print(json.dumps(results), flush=True)
 
 
 def bench(args: argparse.Namespace, bootstrap: str, work: Path) -> None:

@@ -1,0 +1,159 @@
+"""Floe beyond one machine: `floe ingest` and `floe compact` on a Spark standalone cluster.
+
+A master and two one-core workers (pyspark's own jars) on loopback; the
+warehouse and the checkpoint on S3Proxy; the catalog on PostgreSQL. Ingest
+runs in upsert mode while the compactor runs alongside with its `spark`
+executor on the same cluster; both share the two cores through dynamic
+allocation. Mid-run one worker is killed with SIGKILL, as a host that dies,
+and started again. At the end Floe's reader and Iceberg Java (S3FileIO,
+JDBC catalog on the same PostgreSQL) return exactly the rows the records
+imply, and the executors' own logs show tasks on both workers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import yaml
+
+from commit.catalog import Catalog
+from commit.errors import NoSuchCatalog
+from commit.exactly_once import committed_offsets
+from table.io import FileIO
+from table.scan import TableScan
+from tests.commit.test_catalog_oracles import use_jdbc_catalog
+from tests.ingest.e2e_support import change_events, expected_table, normalized, produce
+from tests.support.s3proxy import ACCESS_KEY, REGION, SECRET_KEY, s3_file_io_properties
+from tests.support.spark_cluster import SparkCluster, app_task_counts
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
+REPO = Path(__file__).resolve().parents[2]
+EVENTS, KEYS, PARTITIONS = 12_000, 2_000, 2
+SHARED_CORES = {  # two apps, two one-core workers: an idle app gives its executors back
+    "spark.executor.cores": "1",
+    "spark.executor.memory": "1g",
+    "spark.dynamicAllocation.enabled": "true",
+    "spark.dynamicAllocation.shuffleTracking.enabled": "true",
+    "spark.dynamicAllocation.shuffleTracking.timeout": "5s",
+    "spark.dynamicAllocation.executorIdleTimeout": "3s",
+    "spark.dynamicAllocation.schedulerBacklogTimeout": "1s",
+}
+
+
+def floe_config(tmp_path: Path, *, bootstrap: str, topic: str, catalog_uri: str, catalog_name: str, store: str,
+                master: str, s3_endpoint: str) -> Path:
+    spark = {"master": master, "driver_host": "127.0.0.1", "bind_address": "127.0.0.1"}
+    data = {
+        "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": 1_500},
+        "catalog": {"uri": catalog_uri, "name": catalog_name, "warehouse": f"{store}/warehouse"},
+        "checkpoint_location": f"{store.replace('s3://', 's3a://')}/checkpoints",
+        "storage": {"s3": {"endpoint": s3_endpoint, "region": REGION, "path_style_access": True,
+                           "access_key_id": ACCESS_KEY, "secret_access_key": SECRET_KEY}},
+        "spark": {**spark, "conf": {**SHARED_CORES, "spark.dynamicAllocation.maxExecutors": "2"}},
+        "trigger": {"processing_time": "2s"},
+        "http": {"ingest_port": 0, "compact_port": 0},
+        "compaction": {"executor": "spark", "interval": "5s", "jitter": "0s",
+                       "rewrite_options": {"min-input-files": "2"},
+                       "spark": {**spark, "conf": {**SHARED_CORES, "spark.dynamicAllocation.maxExecutors": "1"}}},
+        "log_format": "json",
+        "tables": [{
+            "identifier": "db.events", "topics": [topic], "format": "json", "mode": "upsert", "key": ["id"],
+            "op": {"field": "op"}, "partition_spec": ["bucket(4, id)"],
+            "schema": [{"name": "id", "type": "long", "required": True}, {"name": "name", "type": "string"},
+                       {"name": "amount", "type": "double"}, {"name": "event_ts", "type": "timestamptz"},
+                       {"name": "version", "type": "long"}],
+        }],
+    }
+    path = tmp_path / "floe.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def start(command: str, config: Path, log: Path) -> subprocess.Popen:
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "service.cli", command, "--config", str(config)], cwd=REPO,
+                                stdout=out, stderr=out, start_new_session=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def wait_for(condition: Callable[[], Any], what: str, timeout_s: float, *procs: subprocess.Popen) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for proc in procs:
+            assert proc.poll() is None, f"a floe process exited with {proc.returncode} while waiting for {what}"
+        value = condition()
+        if value:
+            return value
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def stop(proc: subprocess.Popen) -> int:
+    """SIGTERM to the floe process alone, as Kubernetes sends it; the process group only if it hangs."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        return proc.wait(timeout=30)
+
+
+def test_upserts_on_a_cluster_with_s3_and_postgresql_survive_a_lost_worker(
+        tmp_path: Path, kafka_bootstrap: str, new_topic, s3proxy, postgres_uri: str, iceberg_oracle) -> None:
+    topic = new_topic("cluster", partitions=PARTITIONS)
+    events = [e for e in change_events(EVENTS, KEYS, seed=5) if e.value is not None]  # no tombstones here
+    delivered = produce(kafka_bootstrap, topic, events)
+    ends = {p: max(d.offset for d in delivered if d.partition == p) + 1 for p in range(PARTITIONS)}
+    store = s3proxy.create_bucket(f"cluster-{uuid.uuid4().hex[:12]}")
+    name = f"cl_{uuid.uuid4().hex[:8]}"
+
+    with SparkCluster(tmp_path / "cluster", workers=2) as cluster:
+        config = floe_config(tmp_path, bootstrap=kafka_bootstrap, topic=topic, catalog_uri=postgres_uri,
+                             catalog_name=name, store=store, master=cluster.master_url, s3_endpoint=s3proxy.endpoint)
+        ingest = start("ingest", config, tmp_path / "ingest.log")
+        compact = start("compact", config, tmp_path / "compact.log")
+        try:
+            def snapshots() -> list[Any]:
+                try:
+                    with Catalog(postgres_uri, f"{store}/warehouse", name, create=False) as catalog:
+                        if not catalog.table_exists("db.events"):
+                            return []
+                        return list(catalog.load_table("db.events").metadata.snapshots)
+                except NoSuchCatalog:  # the first ingest has not created it yet
+                    return []
+
+            wait_for(lambda: len(snapshots()) >= 2, "two committed batches", 300, ingest, compact)
+            cluster.kill_worker(0)
+            time.sleep(5)
+            cluster.start_worker(0)
+
+            def all_committed() -> bool:
+                with Catalog(postgres_uri, f"{store}/warehouse", name) as catalog:
+                    offsets = committed_offsets(catalog.load_table("db.events").metadata).get(topic, {})
+                return all(offsets.get(p, 0) >= end for p, end in ends.items())
+
+            wait_for(all_committed, "every offset committed", 600, ingest, compact)
+            wait_for(lambda: any(s.summary.get("operation") == "replace" for s in snapshots()),
+                     "a compaction commit", 300, ingest, compact)
+        finally:
+            codes = stop(ingest), stop(compact)
+        logs = (tmp_path / "ingest.log").read_text()[-3000:] + (tmp_path / "compact.log").read_text()[-3000:]
+        assert codes == (3, 3), logs  # both stopped on request (SIGTERM), neither failed
+        ingest_tasks = app_task_counts(cluster, "floe-ingest")
+
+    expected = expected_table(delivered)
+    with Catalog(postgres_uri, f"{store}/warehouse", name) as catalog:
+        loaded = catalog.load_table("db.events")
+    assert normalized(TableScan(FileIO.for_location(loaded.metadata_location), loaded.metadata).to_arrow()) == expected
+    use_jdbc_catalog(iceberg_oracle, name, postgres_uri, f"{store}/warehouse", **s3_file_io_properties(s3proxy),
+                     **{"cache-enabled": "false"})
+    assert normalized(iceberg_oracle.sql(f"SELECT * FROM {name}.db.events")) == expected
+    assert all(count > 0 for count in ingest_tasks.values()) and len(ingest_tasks) == 2, ingest_tasks
