@@ -23,7 +23,10 @@ RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-
     && useradd --system --uid 10001 --create-home floe \
     && mkdir -p /var/lib/floe && chown floe:floe /var/lib/floe
 COPY --from=build /opt/floe /opt/floe
+COPY --chmod=0755 deploy/entrypoint.sh /opt/floe/bin/entrypoint
 ENV PATH=/opt/floe/venv/bin:$PATH \
     FLOE_JARS_DIR=/opt/floe/jars
 USER floe
-ENTRYPOINT ["floe"]
+# `floe …` for Floe's commands; `executor` when Spark on Kubernetes runs this
+# image as an executor pod (deploy/kubernetes/spark-on-kubernetes).
+ENTRYPOINT ["/opt/floe/bin/entrypoint"]

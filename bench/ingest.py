@@ -344,9 +344,7 @@ def cluster_bench(args: argparse.Namespace, bootstrap: str, work: Path) -> None:
     if args.spark_master != "standalone":
         compare_masters(args.spark_master, args.repeat, bootstrap, work, {"append": appends, "upsert": upserts})
         return
-    from tests.support.spark_cluster import SparkCluster
-
-    from tests.support.spark_cluster import app_task_counts
+    from tests.support.spark_cluster import SparkCluster, app_task_counts
 
     with SparkCluster(work / "cluster", workers=2) as cluster:
         compare_masters(cluster.master_url, args.repeat, bootstrap, work, {"append": appends, "upsert": upserts})

@@ -224,6 +224,10 @@ FLOE_PACKAGES = ("table", "commit", "ingest", "compaction", "service", "runtime"
 _SOURCE_ROOT = Path(__file__).resolve().parent.parent
 
 
+# What executor tasks run: Floe's writers and rewriter, and through them its dependencies.
+_PROBED_MODULES = ("table.io", "commit.catalog", "ingest.batch", "compaction.rewriter")
+
+
 class ExecutorSetupError(RuntimeError):
     """Spark's executors cannot run Floe's code; the message says what to do."""
 
@@ -254,12 +258,14 @@ def verify_executors(session, timeout_s: float = 120.0) -> list[str]:
     context = session.sparkContext
     slots = max(context.defaultParallelism, 1)
 
+    modules = _PROBED_MODULES
+
     def probe(_: object) -> tuple[str, str]:
         import importlib
         import socket
 
         try:
-            for name in ("table", "commit", "ingest", "compaction"):
+            for name in modules:
                 importlib.import_module(name)
         except ImportError as missing:
             return socket.gethostname(), f"{type(missing).__name__}: {missing}"

@@ -210,3 +210,46 @@ def test_windows_under_a_day_are_refused(table: CompactionTable) -> None:
         remove_orphan_files(table.catalog, table.identifier, 60 * 60 * 1000)
     with pytest.raises(ValueError):
         MaintenanceOptions(orphan_older_than_ms=60 * 60 * 1000)
+
+
+# --------------------------------------------------------------------------
+# On object storage (S3Proxy): expiry deletes and orphan cleanup lists through S3
+# --------------------------------------------------------------------------
+
+
+def test_expiry_and_orphan_cleanup_on_s3(s3proxy, tmp_path: Path) -> None:
+    import uuid
+
+    from table.io import FileIO
+
+    bucket = s3proxy.create_bucket(f"maint-{uuid.uuid4().hex[:12]}")
+    with Catalog(f"sqlite:///{tmp_path / 'catalog.db'}", f"{bucket}/warehouse") as catalog:
+        base = CommitTable.create(catalog, properties={"write.metadata.previous-versions-max": "2"})
+        table = CompactionTable(base.catalog, base.identifier, base.io)
+        io = FileIO.for_location(table.location)
+        assert table.location.startswith(f"{bucket}/warehouse/")
+
+        def stored() -> set[str]:
+            return {entry.location for entry in io.list_prefix(table.location)}
+
+        table.append_files(2, 10)
+        replaced = table.data_files()[0]
+        table.commit(RewriteFiles([replaced], [table.write_data(list(range(1000, 1010)))],
+                                  starting_snapshot_id=table.metadata().current_snapshot().snapshot_id))
+        table.append_files(1, 10, first_id=100)
+        rows = table.ids()
+        expired = expire_snapshots(table.catalog, table.identifier, ExpiryPolicy(older_than_ms=0, retain_last=1))
+        assert expired.expired_snapshot_ids and not io.exists(replaced.file_path), "expiry deletes on S3"
+        uncommitted = table.write_rows([500, 501])  # a crashed ingest batch
+        stray = f"{table.location}/metadata/crashed-commit-m0.avro"
+        io.write_bytes(stray, b"half")
+        before = stored()
+
+        young = remove_orphan_files(table.catalog, table.identifier, 3 * DAY_MS)
+        later = remove_orphan_files(table.catalog, table.identifier, 3 * DAY_MS,
+                                    clock_ms=lambda: int(time.time() * 1000) + 4 * DAY_MS)
+
+        assert young.deleted == ()  # S3's last-modified times are now: nothing is old enough
+        assert {uncommitted.file_path, stray} <= set(later.deleted) and later.failed == ()
+        assert stored() == before - set(later.deleted)
+        assert table.ids() == rows

@@ -38,7 +38,6 @@ from table.io import FileIO
 from table.metadata import MAIN_BRANCH
 from table.scan import TableScan
 from tests.commit.test_catalog_oracles import use_jdbc_catalog
-from tests.support.s3proxy import pyiceberg_s3_properties, s3_file_io_properties
 from tests.ingest.e2e_support import (
     Event,
     change_events,
@@ -48,6 +47,7 @@ from tests.ingest.e2e_support import (
     produce,
     upsert_job,
 )
+from tests.support.s3proxy import pyiceberg_s3_properties, s3_file_io_properties
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
 

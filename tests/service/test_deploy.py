@@ -558,3 +558,123 @@ def test_dockerfile_base_images_match_the_readme_prerequisites() -> None:
         assert f"openjdk-{java}-" in packages
     assert "maven" in " ".join(rest for keyword, rest in stages[0] if keyword == "RUN")
     assert "Maven" in readme
+
+
+# ----------------------------------------------------------------------------- kubernetes: Spark on Kubernetes
+
+
+SPARK_K8S = K8S / "spark-on-kubernetes"
+
+
+def strategic_merge(base: Any, patch: Any) -> Any:
+    """Kustomize's strategic merge, as far as the variant's patches use it: maps merge key by key,
+    lists of named items (containers, ports) merge by name, other values are replaced."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        return {**base, **{k: strategic_merge(base[k], v) if k in base else v for k, v in patch.items()}}
+    if isinstance(base, list) and isinstance(patch, list) and all(isinstance(i, dict) and "name" in i
+                                                                 for i in [*base, *patch]):
+        merged = {item["name"]: item for item in base}
+        for item in patch:
+            merged[item["name"]] = strategic_merge(merged[item["name"]], item) if item["name"] in merged else item
+        return list(merged.values())
+    return patch
+
+
+def spark_k8s_documents() -> list[dict[str, Any]]:
+    """The variant as `kubectl apply -k` renders it: the base, its patches applied, plus its own resources."""
+    kustomization = yaml.safe_load((SPARK_K8S / "kustomization.yaml").read_text())
+    patches = [yaml.safe_load((SPARK_K8S / p["path"]).read_text()) for p in kustomization["patches"]]
+    rendered = []
+    for _, doc in k8s_documents():
+        if doc["kind"] == "Kustomization":
+            continue
+        for patch in patches:
+            if (patch["kind"], patch["metadata"]["name"]) == (doc["kind"], doc["metadata"]["name"]):
+                doc = strategic_merge(doc, patch)
+        rendered.append(doc)
+    for resource in kustomization["resources"]:
+        if resource != "../":
+            rendered += [d for d in yaml.safe_load_all((SPARK_K8S / resource).read_text()) if d]
+    return rendered
+
+
+def spark_k8s(kind: str, name: str) -> dict[str, Any]:
+    [doc] = [d for d in spark_k8s_documents() if d["kind"] == kind and d["metadata"]["name"] == name]
+    return doc
+
+
+def test_the_spark_on_kubernetes_variant_lists_its_files_and_patches_only_base_resources() -> None:
+    kustomization = yaml.safe_load((SPARK_K8S / "kustomization.yaml").read_text())
+    listed = {r for r in kustomization["resources"] if r != "../"} | {p["path"] for p in kustomization["patches"]}
+    assert listed == {p.name for p in SPARK_K8S.glob("*.yaml")} - {"kustomization.yaml"}
+    base = {(d["kind"], d["metadata"]["name"]) for _, d in k8s_documents() if d["kind"] != "Kustomization"}
+    for patch in kustomization["patches"]:
+        doc = yaml.safe_load((SPARK_K8S / patch["path"]).read_text())
+        assert (doc["kind"], doc["metadata"]["name"]) in base, patch["path"]
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "ConfigMap", "ServiceAccount", "Role", "RoleBinding", "Service"])
+def test_the_spark_on_kubernetes_variant_validates_against_the_kubernetes_schema(kind: str) -> None:
+    docs = [d for d in spark_k8s_documents() if d["kind"] == kind]
+    assert docs
+    for doc in docs:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def test_the_spark_on_kubernetes_driver_is_reachable_and_allowed_to_run_executors(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(spark_k8s("ConfigMap", "floe-config")["data"]["config.yaml"])
+    deployment = spark_k8s("Deployment", "floe")
+    pod = deployment["spec"]["template"]["spec"]
+    env = {e["name"]: "dummy" for c in pod["containers"] for e in c.get("env", [])}
+    config = load_config(path, env, check_files=False)
+    conf = config.spark.conf
+    assert config.spark.master.startswith("k8s://https://") and config.checkpoint_location.startswith("s3a://")
+    # executors dial the driver through the headless service, on the ports the driver container opens
+    service = spark_k8s("Service", "floe-driver")
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert config.spark.driver_host == f"floe-driver.{conf['spark.kubernetes.namespace']}.svc"
+    assert config.spark.bind_address == "0.0.0.0"
+    ports = {p["port"] for p in service["spec"]["ports"]}
+    assert ports == {int(conf["spark.driver.port"]), int(conf["spark.blockManager.port"])}
+    ingest_ports = {p["containerPort"] for p in next(c for c in pod["containers"] if c["name"] == "ingest")["ports"]}
+    assert ports <= ingest_ports
+    # the pod's own service account may create, watch and delete pods, and has its token
+    account = conf["spark.kubernetes.authenticate.driver.serviceAccountName"]
+    assert pod["serviceAccountName"] == account and pod["automountServiceAccountToken"] is True
+    binding = spark_k8s("RoleBinding", account)
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account}]
+    pods_rule = next(r for r in spark_k8s("Role", binding["roleRef"]["name"])["rules"] if "pods" in r["resources"])
+    assert {"create", "watch", "delete", "list"} <= set(pods_rule["verbs"])
+    # executors are the Floe image, with the pod's S3 credentials from the same Secret
+    images = yaml.safe_load((K8S / "kustomization.yaml").read_text())["images"][0]
+    assert conf["spark.kubernetes.container.image"] == f"{images['name']}:{images['newTag']}"
+    refs = {k.rsplit(".", 1)[1]: v for k, v in conf.items() if k.startswith("spark.kubernetes.executor.secretKeyRef.")}
+    from_secret = {e["name"]: f"{e['valueFrom']['secretKeyRef']['name']}:{e['valueFrom']['secretKeyRef']['key']}"
+                   for c in pod["containers"] if c["name"] == "ingest" for e in c["env"] if e["name"].startswith("AWS_")}
+    assert refs == from_secret
+
+
+def test_the_image_entrypoint_runs_floe_and_starts_a_kubernetes_executor(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    entrypoint = DEPLOY / "entrypoint.sh"
+    path = f"{Path(sys.executable).parent}:/usr/bin:/bin"
+    version = subprocess.run([str(entrypoint), "--version"], capture_output=True, text=True, env={"PATH": path})
+    assert version.returncode == 0 and version.stdout.startswith("floe "), version.stdout + version.stderr
+    spark_env = {"SPARK_EXECUTOR_MEMORY": "3g", "SPARK_DRIVER_URL": "spark://CoarseGrainedScheduler@d:7078",
+                 "SPARK_EXECUTOR_ID": "7", "SPARK_EXECUTOR_CORES": "2", "SPARK_APPLICATION_ID": "spark-1",
+                 "SPARK_EXECUTOR_POD_IP": "10.1.2.3", "SPARK_EXECUTOR_POD_NAME": "floe-exec-7",
+                 "SPARK_JAVA_OPT_10": "-Dlast", "SPARK_JAVA_OPT_2": "-Dfirst", "FLOE_JARS_DIR": "/opt/floe/jars"}
+    dry = subprocess.run([str(entrypoint), "executor"], capture_output=True, text=True, check=True,
+                         env={"PATH": path, "FLOE_ENTRYPOINT_DRY_RUN": "1", **spark_env}).stdout.splitlines()
+    assert dry[:5] == ["java", "-Dfirst", "-Dlast", "-Xms3g", "-Xmx3g"]
+    classpath = dry[dry.index("-cp") + 1].split(":")
+    assert classpath[0].endswith("pyspark/jars/*") and classpath[1] == "/opt/floe/jars/spark-kafka/*"
+    assert "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend" in dry
+    assert dry[dry.index("--podName") + 1] == "floe-exec-7" and dry[dry.index("--cores") + 1] == "2"
+    stages = dockerfile_stages()
+    assert ("ENTRYPOINT", '["/opt/floe/bin/entrypoint"]') in stages[-1]
+    assert any(k == "COPY" and "deploy/entrypoint.sh /opt/floe/bin/entrypoint" in rest for k, rest in stages[-1])

@@ -11,9 +11,9 @@ import pytest
 
 from runtime.spark_session import base_spark_conf, local_cores
 from service.check import check_spark
+from service.config import FloeConfig, load_config, redacted_dict
 from service.config.spark import SparkConfig
 from service.spark_setup import object_store_settings, spark_session_settings
-from service.config import FloeConfig, load_config, redacted_dict
 from tests.service.test_config import minimal, problems_of, write
 
 
@@ -125,3 +125,21 @@ def test_check_reports_local_mode_and_a_master_in_one_line() -> None:
     assert reached.line() == f"ok   spark spark://127.0.0.1:{port}: master reachable at 127.0.0.1:{port}"
     refused = check_spark(SparkConfig(master=f"spark://127.0.0.1:{port}"), "spark")
     assert not refused.ok and "\n" not in refused.line() and "refused" in refused.line().lower()
+
+
+def test_on_kubernetes_the_driver_names_its_pod_and_executors_take_credentials_from_a_secret(tmp_path: Path) -> None:
+    from service.spark_setup import kubernetes_defaults
+
+    namespace = tmp_path / "namespace"
+    namespace.write_text("floe\n")
+    assert kubernetes_defaults({"HOSTNAME": "floe-7d9f-abc"}, namespace) == {
+        "spark.kubernetes.driver.pod.name": "floe-7d9f-abc", "spark.kubernetes.namespace": "floe"}
+    environ = {"HOSTNAME": "floe-7d9f-abc", "AWS_REGION": "eu-west-1", "AWS_SECRET_ACCESS_KEY": "s"}
+    spark = SparkConfig(master="k8s://https://kubernetes.default.svc:443",
+                        conf={"spark.kubernetes.driver.pod.name": "configured"})
+    settings = spark_session_settings(spark, environ)
+    assert settings["spark.kubernetes.driver.pod.name"] == "configured"  # the section wins
+    assert settings["spark.executorEnv.AWS_REGION"] == "eu-west-1"
+    assert "spark.executorEnv.AWS_SECRET_ACCESS_KEY" not in settings
+    assert "spark.executorEnv.AWS_SECRET_ACCESS_KEY" in spark_session_settings(SparkConfig(master="spark://m:7077"),
+                                                                               environ)
