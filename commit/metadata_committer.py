@@ -23,6 +23,7 @@ from typing import Callable, Iterable, Optional
 from commit.catalog import Catalog, LoadedTable
 from commit.errors import CatalogDatabaseError, CommitConflict, CommitNotApplied, CommitStateUnknown
 from commit.identifiers import TableIdentifierLike, to_table_identifier
+from commit.rest.catalog import SERVER_WRITTEN, RestCatalog
 from commit.retry import RetryPolicy
 from table import properties
 from table.errors import TableError
@@ -140,11 +141,9 @@ class MetadataCommitter:
             updated = build(loaded, attempt)
             if updated is None:
                 return None
-            location, metadata = self._write(loaded, updated)
-            if self._before_commit is not None:
-                self._before_commit(PendingCommit(attempt, loaded.metadata_location, loaded.metadata, location, metadata))
+            location, metadata = self._prepare(loaded, updated, attempt)
             try:
-                self.catalog.swap_metadata_location(self.identifier, loaded.metadata_location, location)
+                committed_location, committed = self._swap(loaded, location, metadata)
             except CommitConflict as conflict:
                 delay_ms = backoff.next_delay_ms()
                 if delay_ms is None:
@@ -155,10 +154,30 @@ class MetadataCommitter:
             except CommitStateUnknown as unknown:
                 return self._settle(unknown, checks, loaded, location, metadata, attempt, landed)
             else:
-                self._delete_dropped_metadata(loaded.metadata, metadata)
-                return CommittedMetadata(loaded.metadata_location, loaded.metadata, location, metadata, attempt)
+                self._delete_dropped_metadata(loaded.metadata, committed)
+                return CommittedMetadata(loaded.metadata_location, loaded.metadata, committed_location, committed,
+                                         attempt)
             loaded = self.catalog.load_table(self.identifier)
             attempt += 1
+
+    def _prepare(self, loaded: LoadedTable, updated: TableMetadata, attempt: int) -> tuple[str, TableMetadata]:
+        """The attempt's new metadata and its file: written by Floe for a SQL catalog; for a REST
+        catalog, which writes the file itself, not yet known (:data:`SERVER_WRITTEN`)."""
+        if isinstance(self.catalog, RestCatalog):
+            location, metadata = SERVER_WRITTEN, updated
+        else:
+            location, metadata = self._write(loaded, updated)
+        if self._before_commit is not None:
+            self._before_commit(PendingCommit(attempt, loaded.metadata_location, loaded.metadata, location, metadata))
+        return location, metadata
+
+    def _swap(self, loaded: LoadedTable, location: str, metadata: TableMetadata) -> tuple[str, TableMetadata]:
+        """The compare-and-swap: Floe's file swapped in (SQL), or the change applied by the REST server;
+        the committed location and metadata."""
+        if isinstance(self.catalog, RestCatalog):
+            return self.catalog.commit_metadata(self.identifier, loaded.metadata_location, loaded.metadata, metadata)
+        self.catalog.swap_metadata_location(self.identifier, loaded.metadata_location, location)
+        return location, metadata
 
     def _delete_dropped_metadata(self, base: TableMetadata, committed: TableMetadata) -> None:
         """After a commit: delete the metadata files that left the log, if the table asks for it.
@@ -216,6 +235,8 @@ class MetadataCommitter:
             raise unknown from e
         if applied:
             log.warning("commit to %s had an unknown outcome; a reload shows it landed", self.identifier)
+            if location == SERVER_WRITTEN:  # the REST server's file: the reload found it
+                location, metadata = current.metadata_location, current.metadata
             return CommittedMetadata(loaded.metadata_location, loaded.metadata, location, metadata, attempt, True)
         raise CommitNotApplied(
             str(self.identifier),

@@ -8,7 +8,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 dest="${1:-$here/../.cache/jars}"
 shift || true
 sets=("$@")
-[ ${#sets[@]} -gt 0 ] || sets=(spark-kafka kafka-broker iceberg-oracle s3proxy)
+[ ${#sets[@]} -gt 0 ] || sets=(spark-kafka kafka-broker iceberg-oracle s3proxy rest-catalog)
 mkdir -p "$dest"
 dest="$(cd "$dest" && pwd)"  # Maven resolves relative paths against the pom's folder
 settings="${FLOE_MAVEN_SETTINGS:-$here/maven-settings.xml}"

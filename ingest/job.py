@@ -275,11 +275,25 @@ class TriggerSpec:
 
 @dataclass(frozen=True)
 class CatalogSpec:
-    """Floe's SQL catalog (``commit.catalog.Catalog``). The uri may hold a password: never log it."""
+    """The catalog: Floe's SQL catalog (``sqlite://``, ``postgresql://``) or a REST catalog (``http(s)://``,
+    with its ``headers``, e.g. the bearer token, and ``prefix``). The uri and headers may hold secrets:
+    never log them."""
 
     uri: str
     warehouse: str
     name: str = "floe"
+    headers: Pairs = ()
+    prefix: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "headers", _pairs(self.headers))
+
+    def open(self, create: bool = True):  # -> commit.catalogs.AnyCatalog
+        """The catalog this names, opened."""
+        from commit.catalogs import open_catalog
+
+        return open_catalog(self.uri, self.warehouse, self.name, create=create, headers=dict(self.headers),
+                            prefix=self.prefix)
 
 
 @dataclass(frozen=True)

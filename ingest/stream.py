@@ -152,7 +152,7 @@ def run_ingest(job: IngestJob, spark: Any, stop_event: Optional[threading.Event]
 
     metrics = metrics or IngestMetrics(CollectorRegistry())
     stop_event = stop_event or threading.Event()
-    catalog = Catalog(job.catalog.uri, job.catalog.warehouse, job.catalog.name)
+    catalog = job.catalog.open()
     try:
         loaded = ensure_table(catalog, job.table)
         last = last_batch_snapshot(loaded.metadata)

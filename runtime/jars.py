@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-JAR_SETS = ("spark-kafka", "kafka-broker", "iceberg-oracle", "s3proxy")
+JAR_SETS = ("spark-kafka", "kafka-broker", "iceberg-oracle", "s3proxy", "rest-catalog")
 _SOURCE_TREE_DEFAULT = Path(__file__).resolve().parent.parent / ".cache" / "jars"
 
 

@@ -24,7 +24,7 @@ from runtime.spark_session import local_cores
 from service.config import FloeConfig, TableConfig
 from service.config.spark import SparkConfig
 from service.failures import CommandError
-from service.jobs import table_spec
+from service.jobs import catalog_spec, table_spec
 from table.io import FileIO
 from table.object_store import S3Settings
 
@@ -79,8 +79,7 @@ def require_kafka(config: FloeConfig, timeout_s: float = 10.0) -> None:
 def check_catalog(config: FloeConfig) -> CheckResult:
     def probe() -> str:
         try:
-            catalog = Catalog(config.catalog.connection_uri(), config.catalog.warehouse, config.catalog.name,
-                              create=False)
+            catalog = catalog_spec(config).open(create=False)
         except NoSuchCatalog as missing:
             return f"not created yet ({missing}); the first 'floe ingest' creates it"
         with catalog:
@@ -157,7 +156,7 @@ def check_tables(config: FloeConfig) -> list[CheckResult]:
     """
     names = [f"table {t.identifier}" for t in config.tables]
     try:
-        catalog = Catalog(config.catalog.connection_uri(), config.catalog.warehouse, config.catalog.name, create=False)
+        catalog = catalog_spec(config).open(create=False)
     except NoSuchCatalog:
         return [CheckResult(name, True, WILL_BE_CREATED) for name in names]
     except Exception as exc:  # noqa: BLE001 - reported on every table it keeps from being checked

@@ -50,16 +50,19 @@ def _configure_logging(config: Any = None) -> None:
 
 def _catalog_from(args: argparse.Namespace):  # -> Catalog
     """The catalog to inspect; it must exist (inspection never creates one)."""
-    from commit.catalog import DEFAULT_CATALOG_NAME, Catalog
+    from commit.catalog import DEFAULT_CATALOG_NAME
+    from commit.catalogs import open_catalog
 
     config_file, uri, warehouse = (getattr(args, name, None) for name in ("config", "catalog_uri", "warehouse"))
     if config_file:
         config = _load(config_file)
         _configure_logging(config)
-        return Catalog(config.catalog.connection_uri(), config.catalog.warehouse, config.catalog.name, create=False)
+        from service.jobs import catalog_spec
+
+        return catalog_spec(config).open(create=False)
     if not (uri and warehouse):
         raise UsageError("give --config FILE, or --catalog-uri and --warehouse")
-    return Catalog(uri, warehouse, getattr(args, "catalog_name", DEFAULT_CATALOG_NAME), create=False)
+    return open_catalog(uri, warehouse, getattr(args, "catalog_name", DEFAULT_CATALOG_NAME), create=False)
 
 
 class UsageError(Exception):

@@ -14,7 +14,6 @@ from typing import Any, Optional
 
 from prometheus_client import CollectorRegistry
 
-from commit.catalog import Catalog
 from compaction.maintenance import MaintenanceOptions
 from compaction.metrics import CompactionMetrics
 from compaction.runner import CompactionOptions, CompactionRunner
@@ -22,6 +21,7 @@ from compaction.scheduler import CompactionScheduler, RunOutcome, Schedule
 from service.config import FloeConfig
 from service.config.compactor import CompactionConfig
 from service.http import OpsServer
+from service.jobs import catalog_spec
 from service.metrics import register_service_metrics
 from service.spark_setup import apply_storage, start_spark
 
@@ -54,7 +54,7 @@ def compaction_options(config: CompactionConfig) -> CompactionOptions:
 def build_runners(
     config: FloeConfig, metrics: CompactionMetrics, stop: threading.Event, spark=None
 ) -> list[CompactionRunner]:
-    catalog = Catalog(config.catalog.connection_uri(), config.catalog.warehouse, config.catalog.name)
+    catalog = catalog_spec(config).open()
     options = compaction_options(config.compaction)
     return [CompactionRunner(catalog, t.identifier, options, metrics, spark, stop=stop) for t in config.tables]
 

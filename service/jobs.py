@@ -40,13 +40,22 @@ def build_jobs(config: FloeConfig) -> list[IngestJob]:
     return jobs
 
 
+def catalog_spec(config: FloeConfig) -> CatalogSpec:
+    """The configured catalog: SQL (its connection URI) or REST (URI, prefix, and headers with the token)."""
+    catalog = config.catalog
+    if catalog.type == "rest":
+        return CatalogSpec(catalog.uri, catalog.warehouse, catalog.name, headers=catalog.rest_headers(),
+                           prefix=catalog.prefix)
+    return CatalogSpec(catalog.connection_uri(), catalog.warehouse, catalog.name)
+
+
 def table_job(config: FloeConfig, table: TableConfig) -> IngestJob:
     """The job spec of ``table``: every key that changes how it is read, decoded or written."""
     trigger = config.trigger
     return IngestJob(
         source=source_spec(config.kafka, table),
         table=table_spec(table),
-        catalog=CatalogSpec(config.catalog.connection_uri(), config.catalog.warehouse, config.catalog.name),
+        catalog=catalog_spec(config),
         checkpoint_location=config.checkpoint_for(table),
         trigger=TriggerSpec(trigger.processing_time.total_seconds(), trigger.available_now),
         lag_interval_seconds=min(30.0, max(1.0, trigger.processing_time.total_seconds())),

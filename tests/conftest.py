@@ -121,6 +121,16 @@ def iceberg_oracle(tmp_path_factory: pytest.TempPathFactory):  # -> IcebergOracl
     oracle.stop()
 
 
+@pytest.fixture(scope="session")
+def rest_catalog_server(tmp_path_factory: pytest.TempPathFactory):  # -> tests.support.rest_catalog.RestCatalogServer
+    """Iceberg's own REST catalog server (a JDBC catalog in a SQLite file) for the whole session."""
+    from tests.support.rest_catalog import RestCatalogServer
+
+    work = tmp_path_factory.mktemp("rest-catalog")
+    with RestCatalogServer(work, str(work / "warehouse")) as server:
+        yield server
+
+
 @pytest.fixture()
 def warehouse(tmp_path: Path) -> Path:
     """An empty warehouse directory on local disk."""

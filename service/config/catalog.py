@@ -6,7 +6,7 @@ The password is kept apart from the URI so the URI can be shown anywhere;
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Literal, Optional
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, model_validator
@@ -14,15 +14,19 @@ from pydantic import Field, SecretStr, model_validator
 from commit.catalog_uri import POSTGRESQL, DatabaseTarget, parse_catalog_uri, redact_uri
 from commit.errors import InvalidArgument
 from service.config.credentials import secret_source_problems, secret_value, url_password_problems
-from service.config.fields import ConfigPath, Location, Section
+from service.config.fields import ConfigPath, Location, Properties, Section
 from service.config.problems import Problem, invalid, raise_all
 
 
 class CatalogConfig(Section):
-    """The Iceberg SQL catalog (commit/catalog.py) and where table files go."""
+    """The Iceberg catalog (Floe's SQL catalog, or a REST catalog) and where table files go."""
 
+    type: Literal["sql", "rest"] = Field(
+        "sql", description="`sql` (Floe's own, in SQLite or PostgreSQL) or `rest` (an Iceberg REST catalog)."
+    )
     uri: str = Field(
-        description="`sqlite:////abs/path/catalog.db` or `postgresql://user@host:port/db` (no password in it)."
+        description="`sqlite:////abs/path/catalog.db` or `postgresql://user@host:port/db` (no password in it); "
+        "with `type: rest`, the REST catalog's `http(s)://host:port[/path]`."
     )
     password: Optional[SecretStr] = Field(
         None, description="PostgreSQL password (prefer `FLOE_CATALOG__PASSWORD` or `password_file`)."
@@ -32,11 +36,28 @@ class CatalogConfig(Section):
         "floe", min_length=1, description="Catalog name (rows of several catalogs can share one database)."
     )
     warehouse: Location = Field(
-        description="Root location of new tables: an absolute path or a URI (`s3://bucket/prefix`)."
+        description="Root location of new tables: an absolute path or a URI (`s3://bucket/prefix`); with "
+        "`type: rest`, also the warehouse the REST catalog is asked for."
     )
+    prefix: Optional[str] = Field(None, description="REST: the path prefix, when the server's config gives none.")
+    token: Optional[SecretStr] = Field(None, description="REST: a bearer token (prefer `token_file`).")
+    token_file: Optional[ConfigPath] = Field(None, description="REST: file holding the bearer token.")
+    credential: Optional[SecretStr] = Field(
+        None, description="REST: OAuth2 client credentials `client_id:client_secret` (prefer `credential_file`)."
+    )
+    credential_file: Optional[ConfigPath] = Field(None, description="REST: file holding the client credentials.")
+    oauth2_server_uri: Optional[str] = Field(
+        None, description="REST: the OAuth2 token endpoint (default: the catalog's `v1/oauth/tokens`)."
+    )
+    scope: str = Field("catalog", description="REST: the OAuth2 scope asked for with client credentials.")
+    headers: Properties = Field(default_factory=dict, description="REST: extra HTTP headers on every request.")
 
     @model_validator(mode="after")
     def _valid_uri(self) -> "CatalogConfig":
+        if self.type == "rest":
+            raise_all(self._rest_problems())
+            return self
+        raise_all(self._sql_only_problems())
         try:
             target = parse_catalog_uri(self.uri)
         except InvalidArgument as exc:
@@ -65,6 +86,42 @@ class CatalogConfig(Section):
                 )
             )
         return problems
+
+    def _rest_problems(self) -> list[Problem]:
+        problems: list[Problem] = []
+        if not self.uri.lower().startswith(("http://", "https://")):
+            problems.append(("uri", f"expected http(s)://host:port for a REST catalog, got {redact_uri(self.uri)!r}"))
+        if self.password is not None or self.password_file is not None:
+            problems.append(("password", "only used with a postgresql:// catalog uri; a REST catalog takes token "
+                                         "or credential"))
+        problems += secret_source_problems("token", self.token, self.token_file)
+        problems += secret_source_problems("credential", self.credential, self.credential_file)
+        if (self.token or self.token_file) and (self.credential or self.credential_file):
+            problems.append(("token", "set token or credential, not both"))
+        secret = secret_value(self.credential, None)
+        if secret is not None and ":" not in secret:
+            problems.append(("credential", "expected client_id:client_secret"))
+        return problems + url_password_problems("uri", self.uri, "catalog.token or catalog.credential")
+
+    def _sql_only_problems(self) -> list[Problem]:
+        rest_only = ("prefix", "token", "token_file", "credential", "credential_file", "oauth2_server_uri", "headers")
+        return [(key, "only used with type: rest") for key in rest_only
+                if key in self.model_fields_set and getattr(self, key)]
+
+    def rest_headers(self) -> dict[str, str]:
+        """The REST catalog's request headers: the extra ones and the bearer token. Secrets: never log them.
+
+        Client credentials are exchanged for a token here, once, at start-up.
+        """
+        token = secret_value(self.token, self.token_file)
+        credential = secret_value(self.credential, self.credential_file)
+        if token is None and credential is not None:
+            from commit.rest.auth import client_credentials_token
+
+            client_id, _, client_secret = credential.partition(":")
+            endpoint = self.oauth2_server_uri or f"{self.uri.rstrip('/')}/v1/oauth/tokens"
+            token = client_credentials_token(endpoint, client_id, client_secret, self.scope)
+        return {**self.headers, **({"Authorization": f"Bearer {token}"} if token else {})}
 
     @property
     def display_uri(self) -> str:

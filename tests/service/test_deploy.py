@@ -541,8 +541,8 @@ def test_dockerfile_fetches_only_runtime_jar_sets_into_floe_jars_dir() -> None:
     _, destination, *sets = shlex.split(fetch)
     readme = (ROOT / "README.md").read_text()
     documented = set(re.findall(r"`([a-z0-9-]+)` \(", readme.split("JVM jars", 1)[1].split("\n", 1)[0]))
-    assert documented == {"spark-kafka", "kafka-broker", "iceberg-oracle", "s3proxy"}
-    assert set(sets) <= documented - {"iceberg-oracle", "s3proxy"}  # the README calls these test-only
+    assert documented == {"spark-kafka", "kafka-broker", "iceberg-oracle", "s3proxy", "rest-catalog"}
+    assert set(sets) <= documented - {"iceberg-oracle", "s3proxy", "rest-catalog"}  # the README: test-only
     runtime_env = " ".join(rest for keyword, rest in dockerfile_stages()[-1] if keyword == "ENV")
     assert f"FLOE_JARS_DIR={destination}" in runtime_env
 

@@ -11,15 +11,11 @@ local Kafka broker, and is addressed path-style (``http://host/bucket/key``).
 
 from __future__ import annotations
 
-import subprocess
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Optional
 
 from runtime.jars import jar_set_dir
-from service.local_kafka import _die_with_parent, free_port
+from service.local_kafka import free_port
+from tests.support.loopback_server import LoopbackServer
 
 ACCESS_KEY = "floe-test-access"
 SECRET_KEY = "floe-test-secret-key"
@@ -36,18 +32,15 @@ _LOGBACK = """<configuration>
 """
 
 
-class S3ProxyStartError(RuntimeError):
-    """S3Proxy did not come up; the message carries the tail of its log."""
-
-
-class S3Proxy:
+class S3Proxy(LoopbackServer):
     """Start with :meth:`start` (or ``with``); buckets are made with :meth:`create_bucket`."""
 
+    name = "S3Proxy"
+    log_name = "s3proxy.log"
+
     def __init__(self, work_dir: Path, startup_timeout_s: float = 60.0) -> None:
-        self.work_dir = Path(work_dir)
-        self.startup_timeout_s = startup_timeout_s
+        super().__init__(work_dir, startup_timeout_s)
         self.port = 0
-        self._proc: Optional[subprocess.Popen[bytes]] = None
 
     @property
     def endpoint(self) -> str:
@@ -66,42 +59,19 @@ class S3Proxy:
     def __enter__(self) -> "S3Proxy":
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     def start(self) -> "S3Proxy":
-        if self._proc is not None:
-            raise RuntimeError("S3Proxy already started")
         (self.work_dir / "blobs").mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         properties = self.work_dir / "s3proxy.properties"
         properties.write_text(self._properties())
         logback = self.work_dir / "logback.xml"
         logback.write_text(_LOGBACK)
-        with open(self.work_dir / "s3proxy.log", "ab") as out:
-            self._proc = subprocess.Popen(
-                ["java", "-Xmx256m", "-XX:+UseSerialGC", f"-Dlogback.configurationFile={logback}", "-cp", str(jar_set_dir("s3proxy") / "*"),
-                 "org.gaul.s3proxy.Main", "--properties", str(properties)],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
-            )
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
+        self._launch(["java", "-Xmx256m", "-XX:+UseSerialGC", f"-Dlogback.configurationFile={logback}", "-cp",
+                      str(jar_set_dir("s3proxy") / "*"), "org.gaul.s3proxy.Main", "--properties", str(properties)])
         return self
 
-    def stop(self) -> None:
-        """SIGTERM, then SIGKILL after 15 s. Safe to call twice."""
-        proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
+    def ready_url(self) -> str:
+        return self.endpoint
 
     def create_bucket(self, name: str) -> str:
         """Make a bucket through the S3 API and return ``s3://name``."""
@@ -123,24 +93,6 @@ class S3Proxy:
             f"jclouds.credential={SECRET_KEY}",
             "",
         ])
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.startup_timeout_s
-        while time.monotonic() < deadline:
-            if self._proc is None or self._proc.poll() is not None:
-                raise S3ProxyStartError(f"S3Proxy exited during start-up:\n{self._log_tail()}")
-            try:
-                urllib.request.urlopen(self.endpoint, timeout=2).close()
-                return
-            except urllib.error.HTTPError:
-                return  # an S3 error answer (anonymous request refused): the server is up
-            except OSError:
-                time.sleep(0.3)
-        raise S3ProxyStartError(f"S3Proxy did not answer within {self.startup_timeout_s}s:\n{self._log_tail()}")
-
-    def _log_tail(self, lines: int = 40) -> str:
-        path = self.work_dir / "s3proxy.log"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
 
 def s3_file_io_properties(server: S3Proxy) -> dict[str, str]:

@@ -1,0 +1,105 @@
+"""HTTP to an Iceberg REST catalog, with the server's answers as Floe's typed errors.
+
+``requests`` keeps one pooled connection per server and gives timeouts on
+connect and read; the protocol itself (paths, bodies) lives in
+:mod:`commit.rest.catalog`. Errors follow the OpenAPI specification and
+Iceberg Java's error handlers:
+
+- on a commit, 409 is :class:`CommitConflict` (a requirement failed: reload,
+  re-validate, retry), and 500, 502, 503, 504 or a timeout after the request
+  was sent are :class:`CommitStateUnknown` (the outcome must be checked);
+- 404 names a missing table or namespace, 409 elsewhere an existing one;
+- anything else is a :class:`RestCatalogError` with the status and the
+  server's message (error bodies need not be JSON).
+
+Credentials are never logged: the token is only in the session's headers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional
+
+import requests
+
+from commit.errors import CatalogError
+
+UNKNOWN_OUTCOME_STATUSES = frozenset({500, 502, 503, 504})
+
+
+class RestCatalogError(CatalogError):
+    """The REST catalog refused a request or could not be reached; names the call and the reason."""
+
+    def __init__(self, call: str, status: Optional[int], kind: str, message: str) -> None:
+        self.call = call
+        self.status = status
+        self.kind = kind
+        self.server_message = message
+        at = f"HTTP {status}" if status is not None else "no answer"
+        super().__init__(f"REST catalog {call}: {at}{f' {kind}' if kind else ''}: {message}")
+
+
+@dataclass(frozen=True)
+class RestAnswer:
+    status: int
+    body: Optional[dict[str, Any]]
+
+
+class RestClient:
+    """One REST catalog endpoint: ``uri`` (``http(s)://host:port[/base]``) and static headers."""
+
+    def __init__(self, uri: str, headers: Optional[Mapping[str, str]] = None, *, connect_timeout_s: float = 10.0,
+                 read_timeout_s: float = 60.0) -> None:
+        self.uri = uri.rstrip("/")
+        self.timeouts = (connect_timeout_s, read_timeout_s)
+        self._session = requests.Session()
+        self._session.headers.update({"Content-Type": "application/json", "Accept": "application/json",
+                                      "X-Client-Version": "floe", **(headers or {})})
+
+    def close(self) -> None:
+        self._session.close()
+
+    def request(self, call: str, method: str, path: str, *, body: Any = None,
+                params: Optional[Mapping[str, str]] = None, idempotent_key: bool = False,
+                on_error: Optional[Callable[[RestCatalogError], Exception]] = None) -> RestAnswer:
+        """Send one request; an error answer goes through ``on_error`` (a typed error) or is raised as is.
+
+        ``idempotent_key`` sends an ``Idempotency-Key`` header, so that a server
+        that supports it applies a retried mutation once.
+        """
+        headers = {"Idempotency-Key": str(uuid.uuid4())} if idempotent_key else {}
+        try:
+            response = self._session.request(method, f"{self.uri}/{path.lstrip('/')}", json=body, params=params,
+                                             headers=headers, timeout=self.timeouts)
+        except requests.Timeout as timeout:
+            raise _typed(RestCatalogError(call, None, "Timeout", str(timeout)), on_error) from None
+        except requests.RequestException as failed:
+            raise _typed(RestCatalogError(call, None, type(failed).__name__, str(failed)), on_error) from None
+        if response.status_code < 400:
+            return RestAnswer(response.status_code, _json(response) if response.content else None)
+        kind, message = _error_of(response)
+        raise _typed(RestCatalogError(call, response.status_code, kind, message), on_error)
+
+
+def _typed(error: RestCatalogError, on_error: Optional[Callable[[RestCatalogError], Exception]]) -> Exception:
+    return on_error(error) if on_error is not None else error
+
+
+def _json(response: requests.Response) -> Optional[dict[str, Any]]:
+    try:
+        value = response.json()
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _error_of(response: requests.Response) -> tuple[str, str]:
+    """The error's type and message from the spec's ``{"error": {...}}`` body, or the raw text."""
+    body = _json(response) or {}
+    error = body.get("error") if isinstance(body.get("error"), dict) else body
+    kind = str(error.get("type", "")) if isinstance(error, dict) else ""
+    message = error.get("message") if isinstance(error, dict) else None
+    if not message:
+        message = response.text.strip().splitlines()[0][:300] if response.text.strip() else response.reason
+    return kind, str(message)
