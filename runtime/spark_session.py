@@ -228,6 +228,9 @@ _SOURCE_ROOT = Path(__file__).resolve().parent.parent
 _PROBED_MODULES = ("table.io", "commit.catalog", "ingest.batch", "compaction.rewriter")
 
 
+_EXECUTOR_CHECK_TAG = "floe-executor-check"
+
+
 class ExecutorSetupError(RuntimeError):
     """Spark's executors cannot run Floe's code; the message says what to do."""
 
@@ -271,8 +274,9 @@ def verify_executors(session, timeout_s: float = 120.0) -> list[str]:
             return socket.gethostname(), f"{type(missing).__name__}: {missing}"
         return socket.gethostname(), ""
 
-    context.setJobGroup("floe-executor-check", "can executors import Floe?", interruptOnCancel=True)
-    timer = threading.Timer(timeout_s, context.cancelJobGroup, ("floe-executor-check",))
+    # A tag, not a job group: the tag is removed afterwards, so the caller's later jobs keep their group.
+    context.addJobTag(_EXECUTOR_CHECK_TAG)
+    timer = threading.Timer(timeout_s, context.cancelJobsWithTag, (_EXECUTOR_CHECK_TAG,))
     timer.start()
     try:
         results = context.parallelize(range(slots), slots).map(probe).collect()
@@ -281,6 +285,7 @@ def verify_executors(session, timeout_s: float = 120.0) -> list[str]:
                                                   f"{timeout_s:.0f}s ({_first_line_of(error)})")) from None
     finally:
         timer.cancel()
+        context.removeJobTag(_EXECUTOR_CHECK_TAG)
     failures = sorted({f"{host}: {problem}" for host, problem in results if problem})
     if failures:
         raise ExecutorSetupError(_executor_advice("; ".join(failures)))

@@ -36,7 +36,7 @@ from tests.support.spark_cluster import SparkCluster, app_task_counts
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
 REPO = Path(__file__).resolve().parents[2]
-EVENTS, KEYS, PARTITIONS = 12_000, 2_000, 2
+EVENTS, KEYS, PARTITIONS = 8_000, 2_000, 2
 SHARED_CORES = {  # two apps, two one-core workers: an idle app gives its executors back
     "spark.executor.cores": "1",
     "spark.executor.memory": "1g",
@@ -52,7 +52,7 @@ def floe_config(tmp_path: Path, *, bootstrap: str, topic: str, catalog_uri: str,
                 master: str, s3_endpoint: str) -> Path:
     spark = {"master": master, "driver_host": "127.0.0.1", "bind_address": "127.0.0.1"}
     data = {
-        "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": 1_500},
+        "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": 1_000},
         "catalog": {"uri": catalog_uri, "name": catalog_name, "warehouse": f"{store}/warehouse"},
         "checkpoint_location": f"{store.replace('s3://', 's3a://')}/checkpoints",
         "storage": {"s3": {"endpoint": s3_endpoint, "region": REGION, "path_style_access": True,

@@ -113,14 +113,15 @@ class Compactor(threading.Thread):
             self.error = error
 
 
-@pytest.mark.parametrize(("format_version", "through_rest", "least_kills"), [(2, False, KILLS), (3, False, KILLS),
-                                                                              (2, True, 3)],
+@pytest.mark.parametrize(("format_version", "through_rest", "least_kills", "events"),
+                         [(2, False, KILLS, EVENTS), (3, False, KILLS, EVENTS), (2, True, 3, EVENTS // 2)],
                          ids=["v2-position-deletes", "v3-deletion-vectors", "v2-through-the-rest-catalog"])
 def test_sigkill_at_random_points_loses_and_duplicates_nothing(kafka_bootstrap, new_topic, iceberg_oracle, tmp_path: Path,
                                                                format_version: int, through_rest: bool,
-                                                               least_kills: int, request: pytest.FixtureRequest):
+                                                               least_kills: int, events: int,
+                                                               request: pytest.FixtureRequest):
     topic = new_topic("e2e-crash", partitions=PARTITIONS)
-    delivered = produce(kafka_bootstrap, topic, change_events(EVENTS, KEYS, seed=5))
+    delivered = produce(kafka_bootstrap, topic, change_events(events, KEYS, seed=5))
     expected = expected_table(delivered)
     job = upsert_job(kafka_bootstrap, topic, tmp_path, max_offsets=MAX_OFFSETS)
     job = dataclasses.replace(job, table=dataclasses.replace(job.table, format_version=format_version))

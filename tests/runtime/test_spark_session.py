@@ -51,3 +51,5 @@ def test_executors_that_cannot_import_floe_stop_the_start_with_what_to_do(spark)
     assert "\n" not in message and "No module named 'pyarrow'" in message
     assert "Floe image as the executor image" in message and "spark.ship_floe: true" in message
     assert verify_executors(spark)  # the venv's own Python can: the hosts that ran the probe
+    assert not list(context.getJobTags()) and context.getLocalProperty("spark.jobGroup.id") in (None, ""), \
+        f"the check leaves the caller's jobs as they were: {context.getLocalProperty('spark.jobGroup.id')!r}"
