@@ -48,7 +48,8 @@ def commit_for(base: TableMetadata, new: TableMetadata) -> RestCommit:
     updates: list[dict[str, Any]] = []
     if new.partition_statistics != base.partition_statistics:
         raise UnsupportedChange("partition statistics files are not sent through REST")
-    for part in (_format, _location, _schemas, _specs, _sort_orders, _snapshots, _refs, _properties, _statistics):
+    for part in (_format, _location, _schemas, _specs, _sort_orders, _added_snapshots, _refs, _removed_snapshots,
+                 _properties, _statistics):
         more_requirements, more_updates = part(base, new)
         requirements += more_requirements
         updates += more_updates
@@ -108,16 +109,16 @@ def _sort_orders(base: TableMetadata, new: TableMetadata) -> Part:
     return requirements, updates
 
 
-def _snapshots(base: TableMetadata, new: TableMetadata) -> Part:
-    """Added snapshots in order; expired ones in one removal (refs are handled by :func:`_refs`)."""
+def _added_snapshots(base: TableMetadata, new: TableMetadata) -> Part:
+    """Added snapshots in order, before the refs that may point at them."""
     known = {s.snapshot_id for s in base.snapshots}
-    kept = {s.snapshot_id for s in new.snapshots}
-    updates: list[dict[str, Any]] = [{"action": "add-snapshot", "snapshot": s.to_json()}
-                                     for s in new.snapshots if s.snapshot_id not in known]
-    removed = sorted(known - kept)
-    if removed:
-        updates.append({"action": "remove-snapshots", "snapshot-ids": removed})
-    return [], updates
+    return [], [{"action": "add-snapshot", "snapshot": s.to_json()} for s in new.snapshots if s.snapshot_id not in known]
+
+
+def _removed_snapshots(base: TableMetadata, new: TableMetadata) -> Part:
+    """Expired snapshots in one removal, after the refs that pointed at them are gone."""
+    removed = sorted({s.snapshot_id for s in base.snapshots} - {s.snapshot_id for s in new.snapshots})
+    return [], [{"action": "remove-snapshots", "snapshot-ids": removed}] if removed else []
 
 
 def _refs(base: TableMetadata, new: TableMetadata) -> Part:

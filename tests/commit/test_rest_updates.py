@@ -55,6 +55,8 @@ def test_expiry_properties_tags_and_schemas() -> None:
     change = commit_for(base, new)
     assert {"action": "remove-snapshots", "snapshot-ids": [1]} in change.updates
     assert {"action": "remove-snapshot-ref", "ref-name": "old"} in change.updates
+    assert change.updates.index({"action": "remove-snapshot-ref", "ref-name": "old"}) < \
+        change.updates.index({"action": "remove-snapshots", "snapshot-ids": [1]}), "a ref goes before its snapshot"
     assert {"type": "assert-ref-snapshot-id", "ref": "old", "snapshot-id": 1} in change.requirements
     assert {"action": "set-properties", "updates": {"a": "9", "c": "3"}} in change.updates
     assert {"action": "remove-properties", "removals": ["b"]} in change.updates
