@@ -8,10 +8,11 @@ file, or a change the REST server applies), which
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, Union
+from typing import Optional, Union
 
 from commit.catalog import Catalog
 from commit.rest.catalog import RestCatalog
+from commit.rest.options import RestOptions
 
 AnyCatalog = Union[Catalog, RestCatalog]
 REST_SCHEMES = ("http://", "https://")
@@ -22,8 +23,8 @@ def is_rest_uri(uri: str) -> bool:
 
 
 def open_catalog(uri: str, warehouse: str, name: str = "floe", *, create: bool = True,
-                 headers: Optional[Mapping[str, str]] = None, prefix: Optional[str] = None) -> AnyCatalog:
+                 rest: Optional[RestOptions] = None) -> AnyCatalog:
     """The catalog at ``uri``; ``create`` makes a missing SQL catalog's tables (REST has none to make)."""
     if is_rest_uri(uri):
-        return RestCatalog(uri, warehouse, name, headers=headers, prefix=prefix)
+        return RestCatalog(uri, warehouse, name, options=rest)
     return Catalog(uri, warehouse, name, create=create)

@@ -39,6 +39,7 @@ from table.parquet.writer import DataFileWriter, FileNameFactory, WriterOptions,
 from table.partitioning import PartitionSpec, partition_key, split_by_partition
 from table.reader import DEFAULT_MAX_EQUALITY_KEYS, lineage_schema, positioned_schema, read_tasks
 from table.schema import ROW_POSITION, Schema
+from table.storage_credentials import VENDED
 
 log = logging.getLogger(__name__)
 
@@ -312,7 +313,8 @@ class SparkExecutor:
         try:
             context = self.spark.sparkContext
             slices = min(len(tasks), self.max_concurrent)
-            return context.parallelize(list(tasks), slices).map(run_rewrite_task).collect()
+            # Each task takes the storage credentials the catalog vended with the table.
+            return context.parallelize(list(tasks), slices).map(VENDED.carried(run_rewrite_task)).collect()
         finally:
             done.set()
             watcher.join()

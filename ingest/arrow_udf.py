@@ -6,6 +6,10 @@ touches pandas (neither on the driver nor in the Python workers). Floe does
 not depend on pandas, so when it is missing this builds the same Arrow-map
 UDF (``SQL_MAP_ARROW_ITER_UDF``) directly and hands it to the same JVM method
 the public API calls. With pandas installed, the public API is used.
+
+Every Arrow map of Floe goes through here, so this is also where a task takes
+the storage credentials its table's catalog vended along
+(:meth:`table.storage_credentials.CredentialStore.carried`).
 """
 
 from __future__ import annotations
@@ -15,11 +19,14 @@ from typing import Any, Callable, Iterator, Union
 
 import pyarrow as pa
 
+from table.storage_credentials import VENDED
+
 ArrowMapFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 
 def map_in_arrow(df: Any, func: ArrowMapFunction, schema: Union[Any, str]) -> Any:
     """``df.mapInArrow(func, schema)``, with or without pandas installed."""
+    func = VENDED.carried(func)
     if importlib.util.find_spec("pandas") is not None:
         return df.mapInArrow(func, schema)
     from pyspark.sql import DataFrame

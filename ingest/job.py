@@ -276,14 +276,19 @@ class TriggerSpec:
 @dataclass(frozen=True)
 class CatalogSpec:
     """The catalog: Floe's SQL catalog (``sqlite://``, ``postgresql://``) or a REST catalog (``http(s)://``,
-    with its ``headers``, e.g. the bearer token, and ``prefix``). The uri and headers may hold secrets:
-    never log them."""
+    with its ``headers``, e.g. a bearer token, ``prefix``, OAuth2 client ``credential`` and
+    ``access_delegation``: :class:`commit.rest.options.RestOptions`). The uri, headers and credential may
+    hold secrets: never log them."""
 
     uri: str
     warehouse: str
     name: str = "floe"
     headers: Pairs = ()
     prefix: Optional[str] = None
+    credential: Optional[str] = field(default=None, repr=False)
+    oauth2_server_uri: Optional[str] = None
+    scope: str = "catalog"
+    access_delegation: Optional[str] = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "headers", _pairs(self.headers))
@@ -291,9 +296,11 @@ class CatalogSpec:
     def open(self, create: bool = True):  # -> commit.catalogs.AnyCatalog
         """The catalog this names, opened."""
         from commit.catalogs import open_catalog
+        from commit.rest.options import RestOptions
 
-        return open_catalog(self.uri, self.warehouse, self.name, create=create, headers=dict(self.headers),
-                            prefix=self.prefix)
+        rest = RestOptions(dict(self.headers), self.prefix, self.credential, self.oauth2_server_uri, self.scope,
+                           self.access_delegation)
+        return open_catalog(self.uri, self.warehouse, self.name, create=create, rest=rest)
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,9 @@ def catalog_spec(config: FloeConfig) -> CatalogSpec:
     catalog = config.catalog
     if catalog.type == "rest":
         return CatalogSpec(catalog.uri, catalog.warehouse, catalog.name, headers=catalog.rest_headers(),
-                           prefix=catalog.prefix)
+                           prefix=catalog.prefix, credential=catalog.rest_credential(),
+                           oauth2_server_uri=catalog.oauth2_server_uri, scope=catalog.scope,
+                           access_delegation=catalog.access_delegation)
     return CatalogSpec(catalog.connection_uri(), catalog.warehouse, catalog.name)
 
 

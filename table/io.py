@@ -25,6 +25,7 @@ import pyarrow.fs as pafs
 
 from table.errors import NotFoundError, TableError
 from table.object_store import ObjectStoreSettingError, S3Settings
+from table.storage_credentials import VENDED
 
 _LOCAL_SCHEMES = frozenset({"", "file"})
 # Schemes served by one pyarrow file system; the first is the one pyarrow parses.
@@ -271,15 +272,24 @@ def _remote_fs(location: str, uri: str) -> pafs.FileSystem:
     """pyarrow's file system for a remote URI, with its errors typed.
 
     S3 is configured from the environment (:mod:`table.object_store`), so a
-    driver and its executors on other hosts reach the same store the same way.
+    driver and its executors on other hosts reach the same store the same way;
+    the keys are those a catalog vended for ``location``, if it did.
     """
     with _wrapped(location, "open file system for"):
         try:
             if uri.startswith("s3://"):
-                return _s3_fs(S3Settings.from_environment(os.environ))
+                return _s3_fs(_s3_settings(location))
             return pafs.FileSystem.from_uri(uri)[0]
         except (ValueError, NotImplementedError, ObjectStoreSettingError) as e:
             raise FileIOError(location, "open file system for", str(e)) from e
+
+
+def _s3_settings(location: str) -> S3Settings:
+    settings = S3Settings.from_environment(os.environ)
+    vended = VENDED.for_location(location)
+    if vended is None:
+        return settings
+    return settings.with_keys(vended.access_key_id, vended.secret_access_key, vended.session_token)
 
 
 @lru_cache(maxsize=8)

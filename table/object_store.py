@@ -15,15 +15,16 @@ have one:
   addressing, which most S3-compatible servers need (the AWS SDKs have no
   environment name for it).
 
-Credentials are not handled here at all: the AWS SDK's default provider
-chain finds them (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/
+Credentials are not read from here: a catalog may vend them per table
+(:mod:`table.storage_credentials`), and otherwise the AWS SDK's default
+provider chain finds them (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/
 ``AWS_SESSION_TOKEN``, ``AWS_PROFILE`` and the shared files, web identity
 as on EKS, the instance or container role).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Optional
 from urllib.parse import urlsplit
 
@@ -44,6 +45,10 @@ class S3Settings:
     endpoint: Optional[str] = None
     region: Optional[str] = None
     path_style_access: bool = False
+    access_key: Optional[str] = field(default=None, repr=False)
+    secret_key: Optional[str] = field(default=None, repr=False)
+    session_token: Optional[str] = field(default=None, repr=False)
+    """Explicit keys (vended by a catalog: :mod:`table.storage_credentials`); else the SDK's chain finds them."""
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str]) -> S3Settings:
@@ -57,6 +62,10 @@ class S3Settings:
                 f"{PATH_STYLE_VARIABLE}={environ[PATH_STYLE_VARIABLE]!r}: expected true or false"
             )
         return cls(endpoint, _first(environ, REGION_VARIABLES), flag in _TRUE)
+
+    def with_keys(self, access_key: str, secret_key: str, session_token: Optional[str]) -> S3Settings:
+        """The same store, reached with these keys instead of the SDK's default chain."""
+        return replace(self, access_key=access_key, secret_key=secret_key, session_token=session_token)
 
     def environment(self) -> dict[str, str]:
         """The variables that carry these settings to another process (an executor)."""
@@ -77,6 +86,9 @@ class S3Settings:
             options.update(endpoint_override=parts.netloc, scheme=parts.scheme)
         if self.region is not None:
             options["region"] = self.region
+        if self.access_key is not None:
+            options.update(access_key=self.access_key, secret_key=self.secret_key,
+                           session_token=self.session_token or "")
         return options
 
     def hadoop_options(self) -> dict[str, str]:

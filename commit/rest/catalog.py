@@ -10,10 +10,17 @@ server's metadata location and metadata.
 A new table's first metadata file is written by Floe, exactly as the SQL
 catalog writes it, then registered (``register``): a REST ``create`` would
 reassign the field ids that the configuration and the data files rely on.
+
+With access delegation the server vends storage credentials with each load;
+they are kept for this process and its Spark tasks
+(:mod:`table.storage_credentials`). A new table has none yet, so a staged
+create (which commits nothing) asks for them before the first file is
+written.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any, Mapping, Optional
@@ -38,6 +45,7 @@ from commit.identifiers import (
     to_table_identifier,
 )
 from commit.rest.client import UNKNOWN_OUTCOME_STATUSES, RestCatalogError, RestClient
+from commit.rest.options import RestOptions
 from commit.rest.updates import commit_for
 from table.io import FileIO
 from table.locations import metadata_location as metadata_dir
@@ -46,7 +54,9 @@ from table.metadata_json import table_metadata_from_json, write_table_metadata
 from table.partitioning import UNPARTITIONED_SPEC, PartitionSpec
 from table.schema import Schema
 from table.sort_order import UNSORTED_SORT_ORDER, SortOrder
+from table.storage_credentials import VENDED, vended_credentials
 
+log = logging.getLogger(__name__)
 DEFAULT_SEPARATOR = "%1F"
 SERVER_WRITTEN = "(written by the REST catalog)"
 """The metadata location of a REST commit before the server has answered: it writes the file."""
@@ -57,16 +67,17 @@ class RestCatalog:
 
     backend = "rest"
 
-    def __init__(self, uri: str, warehouse: str, name: str = "floe", *, headers: Optional[Mapping[str, str]] = None,
-                 prefix: Optional[str] = None, client: Optional[RestClient] = None) -> None:
+    def __init__(self, uri: str, warehouse: str, name: str = "floe", *, options: Optional[RestOptions] = None,
+                 client: Optional[RestClient] = None) -> None:
         self.uri = uri
         self.warehouse = warehouse
         self.name = name
-        self._client = client or RestClient(uri, headers)
+        self.options = options or RestOptions()
+        self._client = client or RestClient(uri, self.options.request_headers(), auth=self.options.authorizer(uri))
         config = self._client.request("load the catalog configuration", "GET", "v1/config",
                                       params={"warehouse": warehouse}).body or {}
         settings = {**config.get("defaults", {}), **config.get("overrides", {})}
-        chosen = prefix if prefix is not None else settings.get("prefix", "")
+        chosen = self.options.prefix if self.options.prefix is not None else settings.get("prefix", "")
         self._root = "v1/" + (f"{quote(chosen, safe='')}/" if chosen else "")
         self._separator = settings.get("namespace-separator", DEFAULT_SEPARATOR)
         self.endpoints = frozenset(config.get("endpoints", ()))
@@ -130,8 +141,22 @@ class RestCatalog:
         metadata = new_table_metadata(schema, spec, sort_order, table_location, properties)
         metadata_location = f"{metadata_dir(metadata)}/{metadata_file_name(0)}"
         check_location(metadata_location, f"metadata location of table {ident}")
+        if self.options.vends_credentials and VENDED.for_location(metadata_location) is None:
+            self._stage_create(ident, schema, table_location)
         write_table_metadata(FileIO.for_location(metadata_location), metadata_location, metadata)
         return self.register_table(ident, metadata_location)
+
+    def _stage_create(self, ident: TableIdentifier, schema: Schema, location: str) -> None:
+        """Ask for the new table's storage credentials: a staged create vends them and commits nothing."""
+        answer = self._client.request(
+            f"stage table {ident}", "POST", f"{self._namespace_path(ident.namespace)}/tables",
+            body={"name": ident.name, "location": location, "schema": schema.to_json(), "stage-create": True},
+            on_error=_table_error(ident, exists=True))
+        body = answer.body or {}
+        vended = vended_credentials(location, body.get("config"), body.get("storage-credentials"))
+        if not vended:
+            log.warning("the REST catalog vended no storage credentials for %s; using this process's own", location)
+        VENDED.remember(vended)
 
     def register_table(self, identifier: TableIdentifierLike, metadata_location: str) -> LoadedTable:
         ident = to_table_identifier(identifier)
@@ -203,7 +228,9 @@ def _loaded(body: Optional[dict[str, Any]], table: str) -> LoadedTable:
     if not body or "metadata-location" not in body or "metadata" not in body:
         raise RestCatalogError(f"load table {table}", 200, "", "the answer has no metadata-location and metadata")
     location = body["metadata-location"]
-    return LoadedTable(location, table_metadata_from_json(body["metadata"], location))
+    loaded = LoadedTable(location, table_metadata_from_json(body["metadata"], location))
+    VENDED.remember(vended_credentials(loaded.metadata.location, body.get("config"), body.get("storage-credentials")))
+    return loaded
 
 
 def _namespace_error(ns: Namespace):  # -> Callable[[RestCatalogError], Exception]

@@ -12,14 +12,17 @@ Iceberg Java's error handlers:
 - anything else is a :class:`RestCatalogError` with the status and the
   server's message (error bodies need not be JSON).
 
-Credentials are never logged: the token is only in the session's headers.
+Credentials are never logged: the token is only in the request's headers.
+With OAuth2 client credentials (:class:`Authorizer`), each request carries
+the current token, and a 401 fetches a new one and sends the request once
+more: a refused request changed nothing.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Protocol
 
 import requests
 
@@ -40,6 +43,14 @@ class RestCatalogError(CatalogError):
         super().__init__(f"REST catalog {call}: {at}{f' {kind}' if kind else ''}: {message}")
 
 
+class Authorizer(Protocol):
+    """Gives the ``Authorization`` header value, and learns when the server refused it."""
+
+    def authorization(self) -> str: ...
+
+    def refused(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class RestAnswer:
     status: int
@@ -49,10 +60,11 @@ class RestAnswer:
 class RestClient:
     """One REST catalog endpoint: ``uri`` (``http(s)://host:port[/base]``) and static headers."""
 
-    def __init__(self, uri: str, headers: Optional[Mapping[str, str]] = None, *, connect_timeout_s: float = 10.0,
-                 read_timeout_s: float = 60.0) -> None:
+    def __init__(self, uri: str, headers: Optional[Mapping[str, str]] = None, *, auth: Optional[Authorizer] = None,
+                 connect_timeout_s: float = 10.0, read_timeout_s: float = 60.0) -> None:
         self.uri = uri.rstrip("/")
         self.timeouts = (connect_timeout_s, read_timeout_s)
+        self._auth = auth
         self._session = requests.Session()
         self._session.headers.update({"Content-Type": "application/json", "Accept": "application/json",
                                       "X-Client-Version": "floe", **(headers or {})})
@@ -70,8 +82,10 @@ class RestClient:
         """
         headers = {"Idempotency-Key": str(uuid.uuid4())} if idempotent_key else {}
         try:
-            response = self._session.request(method, f"{self.uri}/{path.lstrip('/')}", json=body, params=params,
-                                             headers=headers, timeout=self.timeouts)
+            response = self._send(method, path, body, params, headers)
+            if response.status_code == 401 and self._auth is not None:
+                self._auth.refused()
+                response = self._send(method, path, body, params, headers)
         except requests.Timeout as timeout:
             raise _typed(RestCatalogError(call, None, "Timeout", str(timeout)), on_error) from None
         except requests.RequestException as failed:
@@ -80,6 +94,14 @@ class RestClient:
             return RestAnswer(response.status_code, _json(response) if response.content else None)
         kind, message = _error_of(response)
         raise _typed(RestCatalogError(call, response.status_code, kind, message), on_error)
+
+
+    def _send(self, method: str, path: str, body: Any, params: Optional[Mapping[str, str]],
+              headers: dict[str, str]) -> requests.Response:
+        if self._auth is not None:
+            headers = {**headers, "Authorization": self._auth.authorization()}
+        return self._session.request(method, f"{self.uri}/{path.lstrip('/')}", json=body, params=params,
+                                     headers=headers, timeout=self.timeouts)
 
 
 def _typed(error: RestCatalogError, on_error: Optional[Callable[[RestCatalogError], Exception]]) -> Exception:

@@ -51,6 +51,10 @@ class CatalogConfig(Section):
     )
     scope: str = Field("catalog", description="REST: the OAuth2 scope asked for with client credentials.")
     headers: Properties = Field(default_factory=dict, description="REST: extra HTTP headers on every request.")
+    access_delegation: Optional[Literal["vended-credentials"]] = Field(
+        None, description="REST: `vended-credentials` asks the catalog for storage credentials with each table, "
+        "used instead of this process's own (`storage.s3` keys or the AWS default chain) for that table's files."
+    )
 
     @model_validator(mode="after")
     def _valid_uri(self) -> "CatalogConfig":
@@ -104,24 +108,23 @@ class CatalogConfig(Section):
         return problems + url_password_problems("uri", self.uri, "catalog.token or catalog.credential")
 
     def _sql_only_problems(self) -> list[Problem]:
-        rest_only = ("prefix", "token", "token_file", "credential", "credential_file", "oauth2_server_uri", "headers")
+        rest_only = ("prefix", "token", "token_file", "credential", "credential_file", "oauth2_server_uri", "headers",
+                     "access_delegation")
         return [(key, "only used with type: rest") for key in rest_only
                 if key in self.model_fields_set and getattr(self, key)]
 
     def rest_headers(self) -> dict[str, str]:
-        """The REST catalog's request headers: the extra ones and the bearer token. Secrets: never log them.
+        """The REST catalog's static request headers: the extra ones and the bearer token. Secrets: never log them.
 
-        Client credentials are exchanged for a token here, once, at start-up.
+        Client credentials are not exchanged here: the catalog client fetches
+        tokens itself, and again before each expires (:mod:`commit.rest.auth`).
         """
         token = secret_value(self.token, self.token_file)
-        credential = secret_value(self.credential, self.credential_file)
-        if token is None and credential is not None:
-            from commit.rest.auth import client_credentials_token
-
-            client_id, _, client_secret = credential.partition(":")
-            endpoint = self.oauth2_server_uri or f"{self.uri.rstrip('/')}/v1/oauth/tokens"
-            token = client_credentials_token(endpoint, client_id, client_secret, self.scope)
         return {**self.headers, **({"Authorization": f"Bearer {token}"} if token else {})}
+
+    def rest_credential(self) -> Optional[str]:
+        """The OAuth2 client credentials ``client_id:client_secret``, if set. A secret: never log it."""
+        return secret_value(self.credential, self.credential_file)
 
     @property
     def display_uri(self) -> str:

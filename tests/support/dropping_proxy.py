@@ -2,7 +2,8 @@
 
 The request reaches the server and is applied; the client then gets a 503 in
 its place, or no answer at all until its read timeout. That is how a commit
-whose outcome is unknown looks from the client's side.
+whose outcome is unknown looks from the client's side. A rule may also refuse
+a request with 401 before it reaches the server, as an expired token is.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Callable, Optional
 
 import requests
 
-Rule = Callable[[str, str], Optional[str]]  # (method, path) -> None (pass), "503" or "silence"
+Rule = Callable[[str, str], Optional[str]]  # (method, path) -> None (pass), "503", "silence" or "401"
 
 
 class DroppingProxy:
@@ -25,6 +26,7 @@ class DroppingProxy:
         self.rule: Rule = rule or (lambda method, path: None)
         self.silence_s = silence_s
         self.lost: list[tuple[str, str, int]] = []  # method, path, the server's real status
+        self.seen: list[tuple[str, str, str]] = []  # method, path and Authorization header of each request
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -51,9 +53,13 @@ class DroppingProxy:
                 length = int(self.headers.get("Content-Length", 0) or 0)
                 body = self.rfile.read(length) if length else None
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+                proxy.seen.append((self.command, self.path, self.headers.get("Authorization", "")))
+                verdict = proxy.rule(self.command, self.path)
+                if verdict == "401":
+                    return self._answer(401, b'{"error": {"message": "token expired", "type": "NotAuthorized", '
+                                             b'"code": 401}}')
                 answer = requests.request(self.command, proxy.upstream + self.path, data=body, headers=headers,
                                           timeout=60)
-                verdict = proxy.rule(self.command, self.path)
                 if verdict is not None:
                     proxy.lost.append((self.command, self.path, answer.status_code))
                 if verdict == "silence":
@@ -62,6 +68,9 @@ class DroppingProxy:
                     return
                 status, content = (503, b'{"error": {"message": "upstream lost", "type": "ServiceUnavailable", '
                                         b'"code": 503}}') if verdict == "503" else (answer.status_code, answer.content)
+                self._answer(status, content)
+
+            def _answer(self, status: int, content: bytes) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(content)))
