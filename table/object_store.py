@@ -55,7 +55,10 @@ class S3Settings:
         """The settings in ``environ``, checked; a bad value names its variable."""
         endpoint = _first(environ, ENDPOINT_VARIABLES)
         if endpoint is not None:
-            check_endpoint(endpoint, name=next(v for v in ENDPOINT_VARIABLES if environ.get(v)))
+            problem = endpoint_problem(endpoint)
+            if problem is not None:
+                name = next(v for v in ENDPOINT_VARIABLES if environ.get(v))
+                raise ObjectStoreSettingError(f"{name}={endpoint!r}: {problem}")
         flag = environ.get(PATH_STYLE_VARIABLE, "").strip().lower()
         if flag not in _TRUE | _FALSE:
             raise ObjectStoreSettingError(
@@ -102,11 +105,12 @@ class S3Settings:
         return options
 
 
-def check_endpoint(endpoint: str, name: str = "endpoint") -> None:
-    """An endpoint is ``http(s)://host[:port]``: the scheme decides TLS, and no path is allowed."""
+def endpoint_problem(endpoint: str) -> Optional[str]:
+    """What is wrong with an endpoint, or None: it is ``http(s)://host[:port]`` (the scheme decides TLS, no path)."""
     parts = urlsplit(endpoint)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/") or parts.query:
-        raise ObjectStoreSettingError(f"{name}={endpoint!r}: expected http(s)://host[:port]")
+        return "expected http(s)://host[:port]"
+    return None
 
 
 def _first(environ: Mapping[str, str], names: tuple[str, ...]) -> Optional[str]:

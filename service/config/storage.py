@@ -17,7 +17,7 @@ from pydantic import Field, SecretStr, model_validator
 from service.config.credentials import secret_source_problems, secret_value
 from service.config.fields import ConfigPath, Section
 from service.config.problems import Problem, raise_all
-from table.object_store import PATH_STYLE_VARIABLE, ObjectStoreSettingError, S3Settings, check_endpoint
+from table.object_store import PATH_STYLE_VARIABLE, S3Settings, endpoint_problem
 
 
 class S3Config(Section):
@@ -46,13 +46,8 @@ class S3Config(Section):
         return self
 
     def _endpoint_problems(self) -> list[Problem]:
-        if self.endpoint is None:
-            return []
-        try:
-            check_endpoint(self.endpoint)
-        except ObjectStoreSettingError as e:
-            return [("endpoint", str(e).split(": ", 1)[1] + f", got {self.endpoint!r}")]
-        return []
+        problem = None if self.endpoint is None else endpoint_problem(self.endpoint)
+        return [] if problem is None else [("endpoint", f"{problem}, got {self.endpoint!r}")]
 
     def _credential_problems(self) -> list[Problem]:
         problems = secret_source_problems("secret_access_key", self.secret_access_key, self.secret_access_key_file)

@@ -55,10 +55,11 @@ from tests.ingest.e2e_support import (
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
 
-EVENTS = 30_000
+# 20 batches: enough for 5 kills (each costs one or two batches) with the suite inside 30 minutes.
+EVENTS = 15_000
 KEYS = 3_000
 PARTITIONS = 3
-MAX_OFFSETS = 1_000
+MAX_OFFSETS = 750
 KILLS = 5
 START_TIMEOUT_S = 120.0
 
