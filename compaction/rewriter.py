@@ -314,7 +314,7 @@ class SparkExecutor:
             context = self.spark.sparkContext
             slices = min(len(tasks), self.max_concurrent)
             # Each task takes the storage credentials the catalog vended with the table.
-            return context.parallelize(list(tasks), slices).map(VENDED.carried(run_rewrite_task)).collect()
+            return context.parallelize(list(tasks), slices).map(VENDED.carried(run_rewrite_task, tasks[0].table_location)).collect()
         finally:
             done.set()
             watcher.join()

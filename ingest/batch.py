@@ -77,6 +77,7 @@ from table import properties
 from table.io import FileIO
 from table.metadata import TableMetadata
 from table.sort_order import NullOrder, SortDirection
+from table.storage_credentials import VENDED
 
 log = logging.getLogger("floe.ingest")
 
@@ -177,14 +178,16 @@ class BatchProcessor:
             return BatchOutcome(batch_id, "skipped", records=records,
                                 snapshot_id=check.committed.snapshot.snapshot_id,
                                 duration_s=time.monotonic() - started)
-        written, stats, index = self._write(df, metadata)
+        with VENDED.scoped_to(metadata.location):  # the batch's tasks carry this table's vended keys only
+            written, stats, index = self._write(df, metadata)
         if stats.empty:
             _delete_files(metadata, _index_paths(index))
             self._metrics.batch_empty(ident)
             return BatchOutcome(batch_id, "empty", duration_s=time.monotonic() - started)
         if stats.bad_records:
             try:
-                self._dead_letters(df, stats)
+                with VENDED.scoped_to(metadata.location):
+                    self._dead_letters(df, stats)
             except BaseException as error:
                 _delete_files(metadata, written.paths + _index_paths(index), error)
                 raise

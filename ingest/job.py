@@ -283,7 +283,7 @@ class CatalogSpec:
     uri: str
     warehouse: str
     name: str = "floe"
-    headers: Pairs = ()
+    headers: Pairs = field(default=(), repr=False)
     prefix: Optional[str] = None
     credential: Optional[str] = field(default=None, repr=False)
     oauth2_server_uri: Optional[str] = None

@@ -130,9 +130,25 @@ class FileIO:
     ``file:///x``, ``s3://bucket/key``, ...).
     """
 
-    def __init__(self, fs: pafs.FileSystem, schemes: Iterable[str]) -> None:
+    def __init__(self, fs: pafs.FileSystem, schemes: Iterable[str], *, per_location: bool = False) -> None:
         self._fs = fs
         self._schemes = frozenset(schemes)
+        self._per_location = per_location
+
+    def _filesystem(self, location: str) -> pafs.FileSystem:
+        """The file system for one location: on S3 chosen per file, for the keys vended for that file's prefix.
+
+        Per file, because one FileIO serves every location of its scheme (a
+        table, its key index beside it, another table), and per call, so a
+        FileIO kept for a long run uses the newest keys the catalog vended.
+        """
+        if not self._per_location:
+            return self._fs
+        with _wrapped(location, "open file system for"):
+            try:
+                return _s3_fs(_s3_settings(location))
+            except (ValueError, ObjectStoreSettingError) as e:
+                raise FileIOError(location, "open file system for", str(e)) from e
 
     @classmethod
     def for_location(cls, location: str) -> FileIO:
@@ -142,7 +158,7 @@ class FileIO:
         if scheme in _LOCAL_SCHEMES:
             return cls(pafs.LocalFileSystem(), family)
         uri = family[0] + location[len(scheme) :]
-        return cls(_remote_fs(location, uri), family)
+        return cls(_remote_fs(location, uri), family, per_location=family[0] == "s3")
 
     @property
     def is_local(self) -> bool:
@@ -167,7 +183,7 @@ class FileIO:
         """
         path = self._path(location)
         with _wrapped(location, "open for reading"):
-            return self._fs.open_input_file(path)
+            return self._filesystem(location).open_input_file(path)
 
     def open_output(self, location: str) -> pa.NativeFile:
         """A new file for writing, replacing any file at ``location``.
@@ -180,7 +196,7 @@ class FileIO:
             if self.is_local:
                 parent = path.rsplit("/", 1)[0] or "/"
                 self._fs.create_dir(parent, recursive=True)
-            return self._fs.open_output_stream(path)
+            return self._filesystem(location).open_output_stream(path)
 
     def read_bytes(self, location: str) -> bytes:
         """The whole content of a file."""
@@ -200,7 +216,7 @@ class FileIO:
         path = self._path(location)
         try:
             with _wrapped(location, "delete"):
-                self._fs.delete_file(path)
+                self._filesystem(location).delete_file(path)
         except MissingFileError:
             return
 
@@ -240,7 +256,7 @@ class FileIO:
         head = prefix[: len(prefix) - len(path)]
         selector = pafs.FileSelector(path.rstrip("/") or "/", recursive=True, allow_not_found=True)
         with _wrapped(prefix, "list"):
-            infos = self._fs.get_file_info(selector)
+            infos = self._filesystem(prefix).get_file_info(selector)
         for info in infos:
             if info.type == pafs.FileType.File:
                 yield FileEntry(head + info.path, int(info.size), _mtime_ms(info))
@@ -248,7 +264,7 @@ class FileIO:
     def _info(self, location: str, operation: str) -> pafs.FileInfo:
         path = self._path(location)
         with _wrapped(location, operation):
-            return self._fs.get_file_info(path)
+            return self._filesystem(location).get_file_info(path)
 
 
 @contextmanager
@@ -292,9 +308,9 @@ def _s3_settings(location: str) -> S3Settings:
     return settings.with_keys(vended.access_key_id, vended.secret_access_key, vended.session_token)
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=32)
 def _s3_fs(settings: S3Settings) -> pafs.FileSystem:
-    """One S3 client per distinct setting: each holds a connection pool worth reusing."""
+    """One S3 client per distinct setting (vended keys included): each holds a connection pool worth reusing."""
     return pafs.S3FileSystem(**settings.pyarrow_options())  # type: ignore[arg-type]
 
 

@@ -31,9 +31,9 @@ from commit.key_index.segments import FILE, POS
 from commit.position_map import PositionMap, read_position_map
 from table.errors import MalformedFileError
 from table.io import FileIO
+from table.locations import key_index_beside
 from table.metadata import TableMetadata
 
-LOCATION_SUFFIX = ".floe-key-index"
 DEFAULT_CACHE_BYTES = 1 << 30
 
 
@@ -42,7 +42,7 @@ def index_location(metadata: TableMetadata) -> str:
     current = metadata.properties.get(KEY_INDEX_PROPERTY)
     if current:
         return current.rsplit("/", 2)[0]
-    return metadata.location.rstrip("/") + LOCATION_SUFFIX
+    return key_index_beside(metadata.location)
 
 
 def segment_path(location: str, bucket: int) -> str:

@@ -85,7 +85,12 @@ class OAuthTokens:
                 self.fetches += 1
             return f"Bearer {self._token.value}"
 
-    def refused(self) -> None:
-        """The server answered 401: the next request fetches a new token."""
+    def refused(self, authorization: str) -> None:
+        """The server answered 401 to ``authorization``: the next request fetches a new token.
+
+        Only if that is still the current token: another thread may have
+        replaced it already.
+        """
         with self._lock:
-            self._token = None
+            if self._token is not None and authorization == f"Bearer {self._token.value}":
+                self._token = None

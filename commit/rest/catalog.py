@@ -49,6 +49,7 @@ from commit.rest.options import RestOptions
 from commit.rest.updates import commit_for
 from table.io import FileIO
 from table.locations import metadata_location as metadata_dir
+from table.locations import table_file_prefixes
 from table.metadata import TableMetadata, metadata_file_name, new_table_metadata
 from table.metadata_json import table_metadata_from_json, write_table_metadata
 from table.partitioning import UNPARTITIONED_SPEC, PartitionSpec
@@ -141,21 +142,23 @@ class RestCatalog:
         metadata = new_table_metadata(schema, spec, sort_order, table_location, properties)
         metadata_location = f"{metadata_dir(metadata)}/{metadata_file_name(0)}"
         check_location(metadata_location, f"metadata location of table {ident}")
-        if self.options.vends_credentials and VENDED.for_location(metadata_location) is None:
-            self._stage_create(ident, schema, table_location)
+        if self.options.vends_credentials:  # the new table's own keys, before its first file
+            self._stage_create(ident, metadata)
         write_table_metadata(FileIO.for_location(metadata_location), metadata_location, metadata)
         return self.register_table(ident, metadata_location)
 
-    def _stage_create(self, ident: TableIdentifier, schema: Schema, location: str) -> None:
+    def _stage_create(self, ident: TableIdentifier, metadata: TableMetadata) -> None:
         """Ask for the new table's storage credentials: a staged create vends them and commits nothing."""
         answer = self._client.request(
             f"stage table {ident}", "POST", f"{self._namespace_path(ident.namespace)}/tables",
-            body={"name": ident.name, "location": location, "schema": schema.to_json(), "stage-create": True},
+            body={"name": ident.name, "location": metadata.location, "schema": metadata.schema().to_json(),
+                  "stage-create": True},
             on_error=_table_error(ident, exists=True))
         body = answer.body or {}
-        vended = vended_credentials(location, body.get("config"), body.get("storage-credentials"))
+        vended = vended_credentials(table_file_prefixes(metadata), body.get("config"), body.get("storage-credentials"))
         if not vended:
-            log.warning("the REST catalog vended no storage credentials for %s; using this process's own", location)
+            log.warning("the REST catalog vended no storage credentials for %s; using this process's own",
+                        metadata.location)
         VENDED.remember(vended)
 
     def register_table(self, identifier: TableIdentifierLike, metadata_location: str) -> LoadedTable:
@@ -164,14 +167,26 @@ class RestCatalog:
             f"register table {ident}", "POST", f"{self._namespace_path(ident.namespace)}/register",
             body={"name": ident.name, "metadata-location": metadata_location}, idempotent_key=True,
             on_error=_table_error(ident, exists=True))
-        return _loaded(answer.body, str(ident))
+        return self._remembered(ident, _loaded(answer.body, str(ident)), answer.body)
 
     def load_table(self, identifier: TableIdentifierLike) -> LoadedTable:
         """The table's current metadata location and metadata, as the server has them."""
         ident = to_table_identifier(identifier)
         answer = self._client.request(f"load table {ident}", "GET", self._table_path(ident),
                                       on_error=_table_error(ident))
-        return _loaded(answer.body, str(ident))
+        return self._remembered(ident, _loaded(answer.body, str(ident)), answer.body)
+
+    def _remembered(self, ident: TableIdentifier, loaded: LoadedTable, body: Optional[dict[str, Any]]) -> LoadedTable:
+        """Keep the storage credentials of a load answer; loading the table again refreshes them."""
+        answer = body or {}
+        vended = vended_credentials(table_file_prefixes(loaded.metadata), answer.get("config"),
+                                    answer.get("storage-credentials"))
+        if vended:
+            def refresh() -> None:
+                self.load_table(ident)
+
+            VENDED.remember(vended, refresh=refresh)
+        return loaded
 
     def load_pointer(self, identifier: TableIdentifierLike) -> TablePointer:
         """Where the table's metadata is now (REST has no cheaper call than a load)."""
@@ -228,9 +243,8 @@ def _loaded(body: Optional[dict[str, Any]], table: str) -> LoadedTable:
     if not body or "metadata-location" not in body or "metadata" not in body:
         raise RestCatalogError(f"load table {table}", 200, "", "the answer has no metadata-location and metadata")
     location = body["metadata-location"]
-    loaded = LoadedTable(location, table_metadata_from_json(body["metadata"], location))
-    VENDED.remember(vended_credentials(loaded.metadata.location, body.get("config"), body.get("storage-credentials")))
-    return loaded
+    return LoadedTable(location, table_metadata_from_json(body["metadata"], location))
+
 
 
 def _namespace_error(ns: Namespace):  # -> Callable[[RestCatalogError], Exception]

@@ -48,7 +48,7 @@ class Authorizer(Protocol):
 
     def authorization(self) -> str: ...
 
-    def refused(self) -> None: ...
+    def refused(self, authorization: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -82,10 +82,10 @@ class RestClient:
         """
         headers = {"Idempotency-Key": str(uuid.uuid4())} if idempotent_key else {}
         try:
-            response = self._send(method, path, body, params, headers)
+            response, sent = self._send(method, path, body, params, headers)
             if response.status_code == 401 and self._auth is not None:
-                self._auth.refused()
-                response = self._send(method, path, body, params, headers)
+                self._auth.refused(sent)
+                response, _ = self._send(method, path, body, params, headers)
         except requests.Timeout as timeout:
             raise _typed(RestCatalogError(call, None, "Timeout", str(timeout)), on_error) from None
         except requests.RequestException as failed:
@@ -97,11 +97,14 @@ class RestClient:
 
 
     def _send(self, method: str, path: str, body: Any, params: Optional[Mapping[str, str]],
-              headers: dict[str, str]) -> requests.Response:
-        if self._auth is not None:
-            headers = {**headers, "Authorization": self._auth.authorization()}
-        return self._session.request(method, f"{self.uri}/{path.lstrip('/')}", json=body, params=params,
-                                     headers=headers, timeout=self.timeouts)
+              headers: dict[str, str]) -> tuple[requests.Response, str]:
+        """The response, and the Authorization value it was sent with ("" without OAuth)."""
+        authorization = self._auth.authorization() if self._auth is not None else ""
+        if authorization:
+            headers = {**headers, "Authorization": authorization}
+        response = self._session.request(method, f"{self.uri}/{path.lstrip('/')}", json=body, params=params,
+                                         headers=headers, timeout=self.timeouts)
+        return response, authorization
 
 
 def _typed(error: RestCatalogError, on_error: Optional[Callable[[RestCatalogError], Exception]]) -> Exception:

@@ -36,7 +36,9 @@ def test_tokens_are_fetched_when_first_needed_when_due_and_after_a_refusal() -> 
     assert tokens.authorization() == "Bearer t0"
     now[0] = 80.0
     assert tokens.authorization() == "Bearer t1"
-    tokens.refused()
+    tokens.refused("Bearer t0")  # a late 401 to an older token: the newer one stays
+    assert tokens.authorization() == "Bearer t1"
+    tokens.refused("Bearer t1")
     assert tokens.authorization() == "Bearer t2" and tokens.fetches == 3
 
 

@@ -69,7 +69,11 @@ def test_a_table_is_created_written_and_read_with_the_keys_the_catalog_vends(ven
         table = CommitTable.create(catalog, name)  # type: ignore[arg-type]  # staged create: keys first
         table.append([1, 2, 3])
         assert table.ids() == [1, 2, 3]
-        assert VENDED.for_location(table.location) is not None
+        assert VENDED.for_location(f"{table.location}/metadata/v1.json") is not None
+        sibling = CommitTable.create(catalog, f"{name}_v2")  # type: ignore[arg-type]  # its own keys, not t's
+        sibling.append([4])
+        assert sibling.ids() == [4]
+        assert VENDED.for_location(f"{sibling.location}/data/x.parquet").prefix == f"{sibling.location}/"
 
 
 def test_without_vended_keys_a_create_fails_in_one_line(rest_catalog_server, s3proxy, without_own_keys) -> None:

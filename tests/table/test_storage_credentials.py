@@ -11,6 +11,7 @@ from table.object_store import S3Settings
 from table.storage_credentials import VENDED, CredentialStore, S3Credential, vended_credentials
 
 TABLE = "s3://bucket/wh/db/events"
+PREFIXES = (f"{TABLE}/", f"{TABLE}.floe-key-index/")
 KEYS = {"s3.access-key-id": "AKIA1", "s3.secret-access-key": "secret1", "s3.session-token": "token1",
         "s3.session-token-expires-at-ms": "1893456000000"}
 
@@ -22,32 +23,56 @@ def empty_store():
     VENDED.forget_all()
 
 
-def test_a_load_answer_vends_per_prefix_and_for_the_whole_table() -> None:
-    found = vended_credentials(TABLE, {**KEYS, "s3.access-key-id": "TABLE"}, [
+def test_storage_credentials_come_first_and_config_counts_only_without_them() -> None:
+    table_keys = {**KEYS, "s3.access-key-id": "TABLE"}
+    found = vended_credentials(PREFIXES, table_keys, [
         {"prefix": f"{TABLE}/data", "config": KEYS},
         {"prefix": "gs://other", "config": {"gcs.oauth2.token": "x"}},  # not S3: skipped
+        "not an entry", {"prefix": "s3://x", "config": "not a map"},  # malformed: skipped
     ])
-    assert [(c.prefix, c.access_key_id) for c in found] == [(f"{TABLE}/data", "AKIA1"), (TABLE, "TABLE")]
+    assert [(c.prefix, c.access_key_id) for c in found] == [(f"{TABLE}/data", "AKIA1")]
     assert found[0].session_token == "token1" and found[0].expires_at_ms == 1893456000000
-    assert vended_credentials(TABLE, {"s3.access-key-id": "only-half"}, None) == []
-    assert vended_credentials(TABLE, None, None) == []
+    found = vended_credentials(PREFIXES, table_keys, [{"prefix": "gs://other", "config": {"gcs.oauth2.token": "x"}}])
+    assert [(c.prefix, c.access_key_id) for c in found] == [(p, "TABLE") for p in PREFIXES]
+    assert vended_credentials(PREFIXES, {"s3.access-key-id": "only-half"}, None) == []
+    assert vended_credentials(PREFIXES, None, "not a list") == []
 
 
 def test_the_longest_covering_prefix_wins_and_s3a_is_s3() -> None:
     store = CredentialStore()
-    store.remember([S3Credential("s3://bucket/wh/", "WH", "s"), S3Credential(TABLE, "TABLE", "s")])
+    store.remember([S3Credential("s3://bucket/wh/", "WH", "s")])
+    store.remember([S3Credential(p, "TABLE", "s") for p in PREFIXES])
     assert store.for_location("s3a://bucket/wh/db/events/data/a.parquet").access_key_id == "TABLE"
     assert store.for_location(f"{TABLE}.floe-key-index/segments/1.parquet").access_key_id == "TABLE"
-    assert store.for_location("s3://bucket/wh/db/other/metadata/v1.json").access_key_id == "WH"
+    assert store.for_location("s3://bucket/wh/db/events_v2/metadata/v1.json").access_key_id == "WH"  # a sibling
     assert store.for_location("s3://bucket/wh2/x") is None  # not under any prefix
     assert store.for_location("gs://bucket/wh/db/events/x") is None
-    store.remember([S3Credential(TABLE, "NEWER", "s")])
+    store.remember([S3Credential(f"{TABLE}/", "NEWER", "s")])
     assert store.for_location(f"{TABLE}/data/a.parquet").access_key_id == "NEWER"
+    assert {c.access_key_id for c in store.relevant_to(TABLE)} == {"WH", "TABLE", "NEWER"}
+    assert {c.access_key_id for c in store.relevant_to("s3://bucket/wh/db/other")} == {"WH"}
+
+
+def test_a_credential_about_to_expire_is_refreshed_through_its_table_load_once_in_a_while() -> None:
+    now_ms = [0]
+    store = CredentialStore(clock_ms=lambda: now_ms[0])
+    loads = []
+
+    def reload() -> None:  # what the REST catalog's load does: remember the new keys
+        loads.append(1)
+        store.remember([S3Credential(f"{TABLE}/", f"K{len(loads)}", "s", expires_at_ms=now_ms[0] + 3_600_000)])
+
+    store.remember([S3Credential(f"{TABLE}/", "K0", "s", expires_at_ms=3_600_000)], refresh=reload)
+    assert store.for_location(f"{TABLE}/a").access_key_id == "K0" and loads == []
+    now_ms[0] = 3_600_000 - 5 * 60 * 1000  # five minutes left
+    assert store.for_location(f"{TABLE}/a").access_key_id == "K1" and len(loads) == 1
+    now_ms[0] += 3_600_000  # due again, but refreshed less than 30 s ago (monotonic): kept
+    assert store.for_location(f"{TABLE}/a").access_key_id == "K1" and len(loads) == 1
 
 
 def test_file_io_reaches_s3_with_the_vended_keys_for_its_location() -> None:
     assert _s3_settings(f"{TABLE}/data/a.parquet").access_key is None
-    VENDED.remember(vended_credentials(TABLE, KEYS, None))
+    VENDED.remember(vended_credentials(PREFIXES, KEYS, None))
     settings = _s3_settings(f"{TABLE}/data/a.parquet")
     options = settings.pyarrow_options()
     assert (options["access_key"], options["secret_key"], options["session_token"]) == ("AKIA1", "secret1", "token1")
@@ -58,10 +83,16 @@ def test_file_io_reaches_s3_with_the_vended_keys_for_its_location() -> None:
 
 def test_a_task_carries_the_credentials_to_the_process_that_runs_it() -> None:
     assert VENDED.carried(len) is len  # nothing vended: the task is unchanged
-    VENDED.remember(vended_credentials(TABLE, KEYS, None))
-    shipped = pickle.dumps(VENDED.carried(_probe))  # what Spark sends to a worker
+    VENDED.remember(vended_credentials(PREFIXES, KEYS, None))
+    VENDED.remember([S3Credential("s3://bucket/wh/db/other/", "OTHER", "s")])
+    with VENDED.scoped_to(TABLE):
+        wrapped = VENDED.carried(_probe)
+    assert wrapped.__name__ == "_probe"  # as Spark's UI names it
+    assert VENDED.carried(_probe, "s3://bucket/wh/db/other").credentials[0].access_key_id == "OTHER"
+    shipped = pickle.dumps(wrapped)  # what Spark sends to a worker
     VENDED.forget_all()  # the worker's process starts with none
     assert pickle.loads(shipped)(f"{TABLE}/data/a.parquet") == "AKIA1"
+    assert VENDED.for_location("s3://bucket/wh/db/other/x") is None  # only the task's table travelled
 
 
 def _probe(location: str) -> str:
@@ -71,3 +102,15 @@ def _probe(location: str) -> str:
 
 def test_plain_settings_have_no_keys() -> None:
     assert "access_key" not in S3Settings().pyarrow_options()
+
+
+def test_a_tables_own_keys_cover_its_location_its_key_index_and_paths_set_elsewhere() -> None:
+    from table.locations import table_file_prefixes
+    from table.metadata import new_table_metadata
+    from table.partitioning import UNPARTITIONED_SPEC
+    from table.schema import Schema
+    from table.sort_order import UNSORTED_SORT_ORDER
+
+    metadata = new_table_metadata(Schema(), UNPARTITIONED_SPEC, UNSORTED_SORT_ORDER, TABLE + "/",
+                                  {"write.data.path": "s3://other/data"})
+    assert table_file_prefixes(metadata) == (*PREFIXES, "s3://other/data/")
