@@ -78,10 +78,10 @@ def assert_whole_batches(metadata) -> None:
 
 def test_sigterm_mid_batch_stops_after_whole_batches_and_a_restart_resumes_exactly(kafka_bootstrap, new_topic, tmp_path):
     topic = new_topic("sigterm", partitions=2)
-    delivered = produce(kafka_bootstrap, topic, change_events(16_000, 1_500, seed=11))
+    delivered = produce(kafka_bootstrap, topic, change_events(10_000, 1_500, seed=11))
     port = free_port()
     raw = events_config(tmp_path, kafka_bootstrap, topic)
-    raw["kafka"]["max_offsets_per_trigger"] = 2_000
+    raw["kafka"]["max_offsets_per_trigger"] = 1_250
     raw["http"]["ingest_port"] = port
     config = tmp_path / "floe.yaml"
     config.write_text(yaml.safe_dump(raw))

@@ -93,7 +93,7 @@ def test_without_vended_keys_a_create_fails_in_one_line(rest_catalog_server, s3p
 def test_floe_ingest_and_compact_on_vended_credentials_only(kafka_bootstrap, new_topic, vending_catalog, s3proxy,
                                                            tmp_path: Path) -> None:
     topic = new_topic("vended", partitions=2)
-    delivered = produce(kafka_bootstrap, topic, change_events(3_000, 400, seed=3))
+    delivered = produce(kafka_bootstrap, topic, change_events(2_000, 400, seed=3))
     config = tmp_path / "floe.yaml"
     config.write_text(yaml.safe_dump(vended_config(tmp_path, kafka_bootstrap, topic, vending_catalog, s3proxy)))
     env = {name: value for name, value in os.environ.items()
