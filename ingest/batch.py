@@ -47,6 +47,7 @@ from ingest.dead_letters import DeadLetterDeliveryError
 from ingest.direct import DirectTask, decode_and_write
 from ingest.frame import BUCKET_COLUMN, PKEY_COLUMN, FrameSpec, decode_frame, frame_spark_schema, reads_headers
 from ingest.job import IngestJob, TableSpec
+from ingest.kafka_source.rows import KafkaRows
 from ingest.metrics import IngestMetrics
 from ingest.planning import MAX_TIMESTAMPS, BatchStats, batch_stats, encode_timestamps, replayed_records
 from ingest.reduce import key_column, reduce_to_latest
@@ -197,13 +198,13 @@ class BatchProcessor:
 
     def _write(self, df: Any, metadata: TableMetadata) -> tuple[BatchFiles, BatchStats, Optional[BatchIndex]]:
         """The one Spark job of the batch: its files, its aggregate and (position strategy) its index change."""
-        source = df if reads_headers(self._table.decode) else df.drop("headers")  # headers are slow to ship
+        source = self._kafka_rows(df)
         fail = self._table.bad_records == "fail"
         index = None
         if direct_path(metadata, self._table.mode):
             write = WriteTask.for_table(metadata, (), clustered=False, sorted_by_order=False)
             task = DirectTask(self._table.decode, write, self._table.identifier, fail)
-            out = map_in_arrow(source, partial(decode_and_write, task=task), WRITTEN_DDL).toArrow()
+            out = source.map(partial(decode_and_write, task=task), WRITTEN_DDL, self._headers).toArrow()
         elif self._position_deletes(metadata):
             start = plan_index(FileIO.for_location(metadata.location), metadata, self._equality_ids(metadata),
                                self._table.identifier)
@@ -223,6 +224,16 @@ class BatchProcessor:
             out = self._shuffled(source, metadata, fail)
         return read_written(out), batch_stats(read_stats(out)), index
 
+    def _kafka_rows(self, df: Any) -> KafkaRows:
+        """The batch's records: in ``df`` (Spark's Kafka source), or read by the tasks from its ranges."""
+        source = self._job.source
+        return KafkaRows(df, source.consume_settings() if source.reader == "python" else None)
+
+    @property
+    def _headers(self) -> bool:
+        """Whether the decode tasks need the ``headers`` column (slow to ship: only for header columns)."""
+        return reads_headers(self._table.decode)
+
     def _with_vectors(self, written: BatchFiles, out: Any, metadata: TableMetadata, index: BatchIndex) -> BatchFiles:
         """v3: the batch's deletion vectors, written on the driver from the tasks' deleted positions."""
         try:
@@ -237,7 +248,7 @@ class BatchProcessor:
         """Whether this upsert batch deletes previous rows by position (``floe.upsert.delete-strategy``)."""
         return self._table.mode == "upsert" and properties.UPSERT_DELETE_STRATEGY.read(metadata.properties) == "position"
 
-    def _indexed(self, source: Any, metadata: TableMetadata, fail: bool, start: IndexStart) -> Any:
+    def _indexed(self, source: KafkaRows, metadata: TableMetadata, fail: bool, start: IndexStart) -> Any:
         """The batch's job under the position strategy (:mod:`ingest.upsert_index`): one linear plan."""
         from pyspark.sql import functions as F
 
@@ -250,13 +261,14 @@ class BatchProcessor:
         if map_side_lookup(start, metadata):
             # a small index: the decode tasks look each change's key up themselves, and one exchange
             # serves the reduction and the writer when the key determines the partition
-            rows = map_in_arrow(source, partial(decode_and_look_up, frame=frame_spec, plan=start.plan), frame_schema)
+            rows = source.map(partial(decode_and_look_up, frame=frame_spec, plan=start.plan), frame_schema,
+                              self._headers)
             by = PKEY_COLUMN if spec.fields and keys_determine_partition(spec, start.plan.key_ids) else BUCKET_COLUMN
             rows = reduce_to_latest(rows.repartition(F.col(by)), self._table.key_fields(), [by])
             if spec.fields and by != PKEY_COLUMN:
                 rows = rows.repartition(F.col(PKEY_COLUMN))
         else:
-            rows = map_in_arrow(source, partial(decode_frame, frame=frame_spec), frame_schema)
+            rows = source.map(partial(decode_frame, frame=frame_spec), frame_schema, self._headers)
             rows = reduce_to_latest(rows.repartition(F.col(BUCKET_COLUMN)), self._table.key_fields(), [BUCKET_COLUMN])
             rows = map_in_arrow(rows, partial(lookup_previous_rows, plan=start.plan), frame_schema)
             if spec.fields:
@@ -273,7 +285,7 @@ class BatchProcessor:
                                 WRITTEN_DDL)
         return segments.toArrow()
 
-    def _shuffled(self, source: Any, metadata: TableMetadata, fail: bool) -> Any:
+    def _shuffled(self, source: KafkaRows, metadata: TableMetadata, fail: bool) -> Any:
         from pyspark.sql import functions as F
 
         spec = metadata.spec()
@@ -281,7 +293,7 @@ class BatchProcessor:
         frame_spec = FrameSpec(self._table.decode, json.dumps(spec.to_json()) if spec.fields else "",
                                keys_determine_partition(spec, equality_ids), fail, self._table.identifier)
         schema = self._table.decode.table_schema()
-        rows = map_in_arrow(source, partial(decode_frame, frame=frame_spec), frame_spark_schema(schema))
+        rows = source.map(partial(decode_frame, frame=frame_spec), frame_spark_schema(schema), self._headers)
         clustered = False
         if self._table.mode == "upsert":
             if spec.fields and frame_spec.keyed_deletes:  # one exchange serves the reduction and the writer
@@ -305,7 +317,8 @@ class BatchProcessor:
 
         assert self._table.dead_letter_topic is not None  # the fail policy raised in the decode tasks
         target = DeadLetterTarget(self._table.dead_letter_topic, tuple(self._job.source.librdkafka_config().items()))
-        counts = map_in_arrow(df, partial(decode_and_send, decode=self._table.decode, target=target), SENT_DDL)
+        counts = self._kafka_rows(df).map(partial(decode_and_send, decode=self._table.decode, target=target),
+                                          SENT_DDL, headers=True)
         sent = counts.agg(F.sum("sent").alias("sent")).collect()[0]["sent"] or 0
         if sent != stats.bad_records:
             raise DeadLetterDeliveryError(f"{sent} dead letters acknowledged by Kafka, {stats.bad_records} expected")

@@ -23,6 +23,7 @@ from typing import Any, Literal, Mapping, Optional, Union, cast
 from ingest.changes import OpField
 from ingest.decode_batch import DecodeSpec
 from ingest.decoding import AvroFormat, ConfluentAvroFormat, Format, JsonFormat
+from ingest.kafka_source.consume import ConsumeSettings
 from table.errors import TableError
 from table.partitioning import PartitionSpec, build_partition_spec
 from table.schema import Schema
@@ -34,6 +35,8 @@ Pairs = tuple[tuple[str, str], ...]
 StartingOffsets = Union[str, tuple[tuple[str, tuple[tuple[int, int], ...]], ...]]
 
 _DURATION = re.compile(r"^\d+(\.\d+)?\s*(ms|s|m|min|h|d)$")
+SOURCE_READERS = ("spark", "python")
+"""``spark``: Spark's Kafka source; ``python``: Floe's (:mod:`ingest.kafka_source`), records never enter the JVM."""
 _RESERVED_KAFKA = frozenset({"bootstrap.servers", "group.id", "auto.offset.reset", "enable.auto.commit",
                              "key.deserializer", "value.deserializer", "interceptor.classes"})
 
@@ -65,7 +68,8 @@ def _pairs(value: Union[Mapping[str, Any], Pairs, None]) -> Pairs:
 
 @dataclass(frozen=True)
 class SourceSpec:
-    """Where records come from and how Spark's Kafka source reads them.
+    """Where records come from and how they are read: by Spark's Kafka source, or by Floe's
+    (``reader: python``, :mod:`ingest.kafka_source`), with the same options.
 
     ``starting_offsets`` is ``earliest``, ``latest`` or topic -> partition ->
     offset (-2 earliest, -1 latest); it applies only when the checkpoint is
@@ -83,6 +87,7 @@ class SourceSpec:
     fail_on_data_loss: bool = True
     kafka_properties: Union[Mapping[str, str], Pairs] = ()
     client_properties: Union[Mapping[str, str], Pairs] = ()
+    reader: str = "spark"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "topics", tuple(self.topics))
@@ -110,6 +115,8 @@ class SourceSpec:
             raise JobSpecError("source.min_offsets_per_trigger", f"exceeds max_offsets_per_trigger ({high})")
         if self.max_trigger_delay is not None and not _DURATION.match(self.max_trigger_delay):
             raise JobSpecError("source.max_trigger_delay", f"expected a duration like '15m', got {self.max_trigger_delay!r}")
+        if self.reader not in SOURCE_READERS:
+            raise JobSpecError("source.reader", f"expected one of {', '.join(SOURCE_READERS)}, got {self.reader!r}")
         reserved = sorted(_RESERVED_KAFKA & set(as_dict(self.kafka_properties)))
         if reserved:
             raise JobSpecError("source.kafka_properties", f"{reserved} are set by Floe or refused by Spark")
@@ -132,6 +139,20 @@ class SourceSpec:
             if value is not None:
                 options[key] = str(value)
         return options
+
+    def python_source_options(self) -> dict[str, str]:
+        """Options of Floe's own source (:mod:`ingest.kafka_source.reader`), as Spark's source names them;
+        ``kafka.*`` are librdkafka settings here. Contains secrets."""
+        options = {f"kafka.{k}": v for k, v in self.librdkafka_config().items()}
+        spark = self.spark_options()
+        for key in ("subscribe", "subscribePattern", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
+            if key in spark:
+                options[key] = spark[key]
+        return options
+
+    def consume_settings(self) -> ConsumeSettings:
+        """How the tasks of Floe's source read their ranges."""
+        return ConsumeSettings(tuple(self.librdkafka_config().items()), self.fail_on_data_loss)
 
     def librdkafka_config(self) -> dict[str, str]:
         """confluent-kafka settings for Floe's own clients. Contains secrets."""
@@ -356,6 +377,7 @@ def job_to_json(job: IngestJob) -> dict[str, Any]:
             "fail_on_data_loss": source.fail_on_data_loss,
             "kafka_properties": as_dict(source.kafka_properties),
             "client_properties": as_dict(source.client_properties),
+            "reader": source.reader,
         },
         "table": {
             "identifier": table.identifier,

@@ -25,7 +25,6 @@ so a process that dies before its first commit still exports the series that
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from typing import Any, Mapping, Optional
@@ -35,6 +34,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from commit.catalog import Catalog
 from commit.exactly_once import committed_offsets
 from ingest.job import IngestJob
+from ingest.kafka_source.watermarks import TopicWatermarks
 from ingest.planning import PerPartition, committed_timestamps, consumer_lag
 from runtime.logging import summarize_error
 
@@ -167,42 +167,18 @@ class LagProbe:
     """Reads watermarks from Kafka and positions from the table; sets the lag gauges."""
 
     def __init__(self, job: IngestJob, catalog: Catalog, metrics: IngestMetrics, timeout_s: float = 10.0) -> None:
-        from confluent_kafka import Consumer
-
         self._job = job
         self._catalog = catalog
         self._metrics = metrics
-        self._timeout = timeout_s
-        self._consumer = Consumer({
-            **job.source.librdkafka_config(),
-            "group.id": f"floe-lag-{job.table.identifier}",
-            "enable.auto.commit": False,
-            # librdkafka's own reconnect chatter would repeat every second; the
-            # monitor reports an unreachable broker itself, once per attempt.
-            "log_level": 2,
-            "logger": logging.getLogger("floe.librdkafka"),
-        })
+        self._kafka = TopicWatermarks(job.source.librdkafka_config(), job.source.topics, job.source.topic_pattern,
+                                      timeout_s, name=f"floe-lag-{job.table.identifier}")
 
     def topic_partitions(self) -> dict[str, list[int]]:
         """The source's topics (the listed ones, or those the pattern matches) and partitions."""
-        metadata = self._consumer.list_topics(timeout=self._timeout)
-        source = self._job.source
-        if source.topic_pattern is not None:
-            pattern = re.compile(source.topic_pattern)
-            names = [t for t in metadata.topics if pattern.fullmatch(t)]
-        else:
-            names = [t for t in source.topics if t in metadata.topics]
-        return {t: sorted(metadata.topics[t].partitions) for t in names}
+        return self._kafka.topic_partitions()
 
     def watermarks(self) -> dict[str, dict[int, tuple[int, int]]]:
-        from confluent_kafka import TopicPartition
-
-        result: dict[str, dict[int, tuple[int, int]]] = {}
-        for topic, partitions in self.topic_partitions().items():
-            for p in partitions:
-                low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=self._timeout, cached=False)
-                result.setdefault(topic, {})[p] = (low, high)
-        return result
+        return self._kafka.watermarks()
 
     def refresh(self) -> None:
         table = self._job.table.identifier
@@ -226,7 +202,7 @@ class LagProbe:
         self._metrics.set_kafka_up(self.table, False)
 
     def close(self) -> None:
-        self._consumer.close()
+        self._kafka.close()
 
 
 class LagMonitor:

@@ -20,6 +20,7 @@ configured position, so records are neither read twice nor skipped.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from typing import Any, Callable, Optional
@@ -31,8 +32,12 @@ from ingest.job import IngestJob, with_decode_schema
 from ingest.metrics import IngestMetrics, LagMonitor, LagProbe
 from ingest.planning import starting_offsets
 from ingest.table_setup import ensure_table
+from table.errors import TableError
+from table.io import FileIO
 
 log = logging.getLogger("floe.ingest")
+
+RATE_LIMIT_OPTIONS = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
 
 
 class IngestStopped(RuntimeError):
@@ -182,8 +187,13 @@ def run_ingest(job: IngestJob, spark: Any, stop_event: Optional[threading.Event]
 
 
 def _start_query(job: IngestJob, spark: Any, process: Callable[[Any, int], None], start: str) -> Any:
-    reader = spark.readStream.format("kafka")
-    for key, value in job.source.spark_options().items():
+    if job.source.reader == "python":
+        reader = spark.readStream.format(_registered_python_source(spark))
+        options = python_source_options(job)
+    else:
+        reader = spark.readStream.format("kafka")
+        options = job.source.spark_options()
+    for key, value in options.items():
         reader = reader.option(key, value)
     source = reader.option("startingOffsets", start).load()
     writer = (
@@ -196,6 +206,53 @@ def _start_query(job: IngestJob, spark: Any, process: Callable[[Any, int], None]
     else:
         writer = writer.trigger(processingTime=f"{job.trigger.processing_time_seconds} seconds")
     return writer.start()
+
+
+def _registered_python_source(spark: Any) -> str:
+    """Floe's Kafka source, registered with the session (again: registering replaces)."""
+    from ingest.kafka_source.reader import SOURCE_NAME, FloeKafkaSource
+
+    spark.dataSource.register(FloeKafkaSource)
+    return SOURCE_NAME
+
+
+def python_source_options(job: IngestJob) -> dict[str, str]:
+    """The options of Floe's source for ``job``: rate limits only for a running stream (an
+    ``availableNow`` run reads everything there is in one batch: Spark asks a Python source
+    for its latest offset once), and where the checkpoint's last batch ended."""
+    options = job.source.python_source_options()
+    try:
+        resume = checkpoint_resume_offsets(job.checkpoint_location)
+    except (OSError, ValueError, TableError) as error:
+        log.warning("the checkpoint's offset log at %s could not be read (%s): this run is not rate-limited",
+                    job.checkpoint_location, error)
+        resume = None
+        options = {k: v for k, v in options.items() if k not in RATE_LIMIT_OPTIONS}
+    if job.trigger.available_now:
+        options = {k: v for k, v in options.items() if k not in RATE_LIMIT_OPTIONS}
+    if resume is not None:
+        options["resumeOffsets"] = json.dumps(resume)
+    return options
+
+
+def checkpoint_resume_offsets(checkpoint: str) -> Optional[dict[str, dict[str, int]]]:
+    """The source offsets of the newest entry of the checkpoint's offset log; None for a new checkpoint.
+
+    Only the Python source's rate limit uses them (where the next batch starts); Spark's own
+    offset log stays what decides. The log is listed as Spark lists it.
+    """
+    from ingest.kafka_source.reader import resume_offsets
+
+    root = checkpoint.rstrip("/") + "/offsets/"
+    io = FileIO.for_location(root)
+    entries = [(int(name), e.location) for e in io.list_prefix(root)
+               if (name := e.location.rsplit("/", 1)[-1]).isdigit()]
+    if not entries:
+        return None
+    resumed = resume_offsets(io.read_bytes(max(entries)[1]).decode())
+    if resumed is None:
+        raise ValueError(f"{max(entries)[1]} is not an offset log entry of Floe's source")
+    return resumed
 
 
 def _start_offsets(job: IngestJob, metadata: Any, probe: LagProbe) -> str:

@@ -80,6 +80,7 @@ def source_spec(kafka: KafkaConfig, table: TableConfig) -> SourceSpec:
         fail_on_data_loss=kafka.fail_on_data_loss,
         kafka_properties=java,
         client_properties=kafka.security.librdkafka_properties(),
+        reader=kafka.reader,
     )
 
 

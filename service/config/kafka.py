@@ -254,6 +254,12 @@ class KafkaConfig(Section):
     fail_on_data_loss: bool = Field(
         True, description="Fail the query when offsets were deleted by retention before they were read."
     )
+    reader: Literal["spark", "python"] = Field(
+        "spark",
+        description="What reads the topics: `spark`, Spark's Kafka source, or `python`, Floe's own source, whose "
+        "tasks read, decode and write the records without passing them through the JVM (librdkafka settings "
+        "from `security`; `read_committed`; an `available_now` run reads everything in one batch).",
+    )
 
     @model_validator(mode="after")
     def _coherent(self) -> "KafkaConfig":

@@ -78,9 +78,9 @@ def framed(schema_id: int, record: dict[str, Any]) -> bytes:
 
 
 def job_for(bootstrap: str, topic: str, tmp: Path, decode: DecodeSpec, *, policy: str,
-            dlq: Optional[str]) -> IngestJob:
+            dlq: Optional[str], reader: str = "spark") -> IngestJob:
     return IngestJob(
-        source=SourceSpec(bootstrap, topics=(topic,), max_offsets_per_trigger=200),
+        source=SourceSpec(bootstrap, topics=(topic,), max_offsets_per_trigger=200, reader=reader),
         table=TableSpec("db.t", decode, bad_records=policy, dead_letter_topic=dlq),  # type: ignore[arg-type]
         catalog=CatalogSpec(f"sqlite:///{tmp / 'catalog.db'}", str(tmp / "warehouse")),
         checkpoint_location=str(tmp / "checkpoint"),
@@ -105,13 +105,14 @@ def interleave(valid: list[Event], bad: list[Event]) -> list[Event]:
     return events
 
 
-def test_bad_json_records_are_dead_lettered_and_valid_ones_land(spark, kafka_bootstrap, new_topic, tmp_path):
+@pytest.mark.parametrize("reader", ["spark", "python"])  # Spark's Kafka source, and Floe's
+def test_bad_json_records_are_dead_lettered_and_valid_ones_land(spark, kafka_bootstrap, new_topic, tmp_path, reader):
     topic, dlq = new_topic("bad-json", partitions=2), new_topic("bad-json-dlq")
     bad = [e for events in BAD_JSON.values() for e in events]
     delivered = produce(kafka_bootstrap, topic, interleave([valid_json(i) for i in range(VALID)], bad),
                         headers=[("trace", b"t-2")])
     decode = DecodeSpec(SCHEMA, mode="upsert")
-    job = job_for(kafka_bootstrap, topic, tmp_path, decode, policy="dead-letter", dlq=dlq)
+    job = job_for(kafka_bootstrap, topic, tmp_path, decode, policy="dead-letter", dlq=dlq, reader=reader)
     registry = CollectorRegistry()
     run_ingest(job, spark, metrics=IngestMetrics(registry)).await_termination(300)
 

@@ -473,7 +473,7 @@ def test_env_problems_name_the_variable(tmp_path: Path) -> None:
     environ = {"FLOE_KAFKA__BOOTSTRAP_SERVER": "x:1", "FLOE_TABLES__0__MODE": "merge"}
     assert problems_of(minimal(), tmp_path, environ) == [
         "kafka.bootstrap_server: unknown key (expected one of: bootstrap_servers, security, properties, "
-        "starting_offsets, max_offsets_per_trigger, min_offsets_per_trigger, max_trigger_delay, fail_on_data_loss) "
+        "starting_offsets, max_offsets_per_trigger, min_offsets_per_trigger, max_trigger_delay, fail_on_data_loss, reader) "
         "(from FLOE_KAFKA__BOOTSTRAP_SERVER)",
         "tables[0].mode: expected one of 'append' or 'upsert', got 'merge' (from FLOE_TABLES__0__MODE)",
     ]

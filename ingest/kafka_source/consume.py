@@ -1,0 +1,212 @@
+"""Reads planned offset ranges from Kafka inside a Spark task, as Spark's Kafka rows.
+
+:func:`consume_ranges` is the front of every Arrow map that the Python source
+feeds (:mod:`ingest.kafka_source.rows`): it turns the batch's range rows
+(:data:`RANGE_COLUMNS`) into Arrow batches with the columns of Spark's Kafka
+source (:data:`KAFKA_ROW_SCHEMA`), so the decode, write and dead-letter code
+runs unchanged, in the same Python task, and the records never enter the JVM.
+
+A range is read exactly, ``[start, until)``, however often Spark retries the
+task. Under ``isolation.level=read_committed`` (librdkafka's default) records
+of aborted transactions and transaction markers leave gaps in the offsets, so
+the end is found by offset, or by the partition's end-of-file event at or past
+``until``, never by counting. Offsets below the low watermark (deleted by
+retention) are :class:`DataLossError` under ``failOnDataLoss``, else skipped
+with a warning, as Spark's source does.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+import pyarrow as pa
+
+from ingest.kafka_source.offsets import EARLIEST, OffsetRange
+
+log = logging.getLogger("floe.ingest")
+
+RANGE_COLUMNS = "topic string, partition int, start_offset long, until_offset long"
+"""What the Python source's micro-batch holds: one row per planned range, no record."""
+
+_HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+KAFKA_ROW_SCHEMA = pa.schema([
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    pa.field("timestamp", pa.timestamp("us", "UTC")),
+    pa.field("timestampType", pa.int32()),
+    pa.field("headers", pa.list_(_HEADER)),
+])
+"""The columns of Spark's Kafka source, in the Arrow types its rows reach a Python task with."""
+
+_TIMESTAMP_TYPES = {0: -1, 1: 0, 2: 1}  # librdkafka's NOT_AVAILABLE, CREATE_TIME, LOG_APPEND_TIME -> Kafka's ids
+
+
+class DataLossError(RuntimeError):
+    """Offsets a batch must read are gone (retention deleted them) and ``failOnDataLoss`` is on."""
+
+
+class KafkaReadStalled(RuntimeError):
+    """A range's records did not arrive within the poll timeout."""
+
+
+@dataclass(frozen=True)
+class ConsumeSettings:
+    """How a task reads: librdkafka settings (may hold secrets: kept out of ``repr``) and the source options."""
+
+    client: tuple[tuple[str, str], ...] = field(repr=False)
+    fail_on_data_loss: bool = True
+    with_headers: bool = True
+    rows_per_batch: int = 10_000
+    poll_timeout_s: float = 120.0
+
+    def consumer_config(self) -> dict[str, Any]:
+        """A consumer that is assigned ranges: no group membership, no commits, errors instead of resets."""
+        return {
+            **dict(self.client),
+            "group.id": f"floe-source-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "error",
+        }
+
+
+def consume_ranges(batches: Iterator[pa.RecordBatch], settings: ConsumeSettings) -> Iterator[pa.RecordBatch]:
+    """Every record of the ranges in ``batches`` (:data:`RANGE_COLUMNS` rows), as Kafka-row batches."""
+    from confluent_kafka import Consumer
+
+    consumer = None
+    try:
+        for batch in batches:
+            for row in batch.to_pylist():
+                if consumer is None:
+                    consumer = Consumer(settings.consumer_config())
+                wanted = OffsetRange(row["topic"], row["partition"], row["start_offset"], row["until_offset"])
+                yield from _RangeRead(consumer, wanted, settings).batches()
+    finally:
+        if consumer is not None:
+            consumer.close()
+
+
+def ranges_batch(ranges: list[OffsetRange]) -> pa.RecordBatch:
+    """Range rows (:data:`RANGE_COLUMNS`) as one Arrow batch: what a test or a benchmark feeds in."""
+    return pa.record_batch({
+        "topic": pa.array([r.topic for r in ranges], pa.string()),
+        "partition": pa.array([r.partition for r in ranges], pa.int32()),
+        "start_offset": pa.array([r.start for r in ranges], pa.int64()),
+        "until_offset": pa.array([r.until for r in ranges], pa.int64()),
+    })
+
+
+class _RangeRead:
+    """One range read by one assigned consumer."""
+
+    def __init__(self, consumer: Any, wanted: OffsetRange, settings: ConsumeSettings) -> None:
+        self.consumer = consumer
+        self.wanted = wanted
+        self.settings = settings
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        from confluent_kafka import TopicPartition
+
+        start = self._first_offset()
+        if start >= self.wanted.until:
+            return
+        self.consumer.assign([TopicPartition(self.wanted.topic, self.wanted.partition, start)])
+        try:
+            yield from self._read_from(start)
+        finally:
+            self.consumer.unassign()
+
+    def _first_offset(self) -> int:
+        """The range's start, resolved (EARLIEST) and checked against the low watermark."""
+        from confluent_kafka import TopicPartition
+
+        low, _ = self.consumer.get_watermark_offsets(
+            TopicPartition(self.wanted.topic, self.wanted.partition), timeout=self.settings.poll_timeout_s)
+        if self.wanted.start == EARLIEST:
+            return low
+        if self.wanted.start < low:
+            self._lost(self.wanted.start, low)
+            return low
+        return self.wanted.start
+
+    def _lost(self, start: int, low: int) -> None:
+        w = self.wanted
+        what = (f"{w.topic}/{w.partition}: offsets {start}..{min(low, w.until) - 1} were deleted (retention) "
+                f"before they were read")
+        if self.settings.fail_on_data_loss:
+            raise DataLossError(f"{what}; set kafka.fail_on_data_loss: false to skip them")
+        log.warning("%s; skipped (fail_on_data_loss is false)", what)
+
+    def _read_from(self, start: int) -> Iterator[pa.RecordBatch]:
+        from confluent_kafka import KafkaError, KafkaException
+
+        until, pending, position = self.wanted.until, [], start
+        deadline = time.monotonic() + self.settings.poll_timeout_s
+        while position < until:
+            messages = self.consumer.consume(num_messages=self.settings.rows_per_batch, timeout=1.0)
+            for message in messages:
+                error = message.error()
+                if error is None:
+                    if message.offset() < until:
+                        pending.append(message)
+                    position = max(position, message.offset() + 1)
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    position = max(position, message.offset())
+                elif error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                    position = self._restart_after_loss(position)
+                else:
+                    raise KafkaException(error)
+            if messages:
+                deadline = time.monotonic() + self.settings.poll_timeout_s
+            elif time.monotonic() > deadline:
+                raise KafkaReadStalled(f"{self.wanted.topic}/{self.wanted.partition}: no record for "
+                                       f"{self.settings.poll_timeout_s:.0f}s at offset {position}, "
+                                       f"reading up to {until}")
+            if len(pending) >= self.settings.rows_per_batch or (pending and position >= until):
+                yield kafka_rows(pending, self.settings.with_headers)
+                pending = []
+
+    def _restart_after_loss(self, position: int) -> int:
+        """Retention passed the reader mid-range: fail, or go on at the new low watermark."""
+        from confluent_kafka import TopicPartition
+
+        partition = TopicPartition(self.wanted.topic, self.wanted.partition)
+        low, _ = self.consumer.get_watermark_offsets(partition, timeout=self.settings.poll_timeout_s)
+        if low <= position:
+            raise KafkaReadStalled(f"{self.wanted.topic}/{self.wanted.partition}: offset {position} is out of "
+                                   f"range, yet the low watermark is {low}")
+        self._lost(position, low)
+        self.consumer.assign([TopicPartition(self.wanted.topic, self.wanted.partition, low)])
+        return low
+
+
+def kafka_rows(messages: list[Any], with_headers: bool) -> pa.RecordBatch:
+    """confluent-kafka messages as one batch of :data:`KAFKA_ROW_SCHEMA` (without ``headers`` unless wanted:
+    they cost the most to build, and only a header column reads them)."""
+    stamps = [m.timestamp() for m in messages]
+    columns = [
+        pa.array([m.key() for m in messages], pa.binary()),
+        pa.array([m.value() for m in messages], pa.binary()),
+        pa.array([m.topic() for m in messages], pa.string()),
+        pa.array([m.partition() for m in messages], pa.int32()),
+        pa.array([m.offset() for m in messages], pa.int64()),
+        pa.array([ms * 1000 if kind else None for kind, ms in stamps], pa.int64()).cast(pa.timestamp("us", "UTC")),
+        pa.array([_TIMESTAMP_TYPES.get(kind, -1) for kind, _ in stamps], pa.int32()),
+    ]
+    if not with_headers:
+        return pa.RecordBatch.from_arrays(columns, schema=KAFKA_ROW_SCHEMA.remove(KAFKA_ROW_SCHEMA.get_field_index("headers")))
+    columns.append(pa.array([_headers(m.headers()) for m in messages], pa.list_(_HEADER)))
+    return pa.RecordBatch.from_arrays(columns, schema=KAFKA_ROW_SCHEMA)
+
+
+def _headers(pairs: Any) -> list[Mapping[str, Any]]:
+    return [{"key": k, "value": v} for k, v in pairs] if pairs else []

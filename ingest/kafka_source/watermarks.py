@@ -1,0 +1,63 @@
+"""What Kafka holds now: the source's topics, their partitions and watermarks.
+
+One room for the lag probe (:class:`ingest.metrics.LagProbe`) and the Python
+source's planner (:mod:`ingest.kafka_source.reader`). Topics are the listed
+ones that exist, or every topic the pattern matches whole (as Java's
+``Pattern.matches``, which Spark's ``subscribePattern`` uses). Watermarks
+follow the client's ``isolation.level``: under ``read_committed``
+(librdkafka's default) the high one is the last stable offset.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from typing import Mapping, Optional
+
+Marks = dict[str, dict[int, tuple[int, int]]]
+"""topic -> partition -> (low, high) watermark."""
+
+
+class TopicWatermarks:
+    """A consumer used only for metadata and watermarks (it never joins a group or reads a record)."""
+
+    def __init__(self, client: Mapping[str, str], topics: tuple[str, ...], pattern: Optional[str],
+                 timeout_s: float = 10.0, name: str = "floe") -> None:
+        from confluent_kafka import Consumer
+
+        self._topics = topics
+        self._pattern = re.compile(pattern) if pattern is not None else None
+        self._timeout = timeout_s
+        self._consumer = Consumer({
+            **client,
+            "group.id": f"{name}-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            # librdkafka's own reconnect chatter would repeat every second; callers
+            # report an unreachable broker themselves, once per attempt.
+            "log_level": 2,
+            "logger": logging.getLogger("floe.librdkafka"),
+        })
+
+    def topic_partitions(self) -> dict[str, list[int]]:
+        """The source's topics (the listed ones, or those the pattern matches) and partitions."""
+        metadata = self._consumer.list_topics(timeout=self._timeout)
+        if self._pattern is not None:
+            names = [t for t in metadata.topics if self._pattern.fullmatch(t)]
+        else:
+            names = [t for t in self._topics if t in metadata.topics]
+        return {t: sorted(metadata.topics[t].partitions) for t in names}
+
+    def watermarks(self) -> Marks:
+        from confluent_kafka import TopicPartition
+
+        result: Marks = {}
+        for topic, partitions in self.topic_partitions().items():
+            for p in partitions:
+                low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=self._timeout,
+                                                                 cached=False)
+                result.setdefault(topic, {})[p] = (low, high)
+        return result
+
+    def close(self) -> None:
+        self._consumer.close()

@@ -1,0 +1,99 @@
+"""End to end on Floe's own Kafka source (``source.reader: python``): the records are read, decoded
+and written by the Python tasks, and never enter the JVM.
+
+A running query (1 s trigger, ``maxOffsetsPerTrigger``, so several batches)
+ingests change events (inserts, updates, deletes, tombstones) of an upsert
+table; it is stopped, more changes arrive, and it restarts on its checkpoint
+(rate-limited from where the offset log ends); then the topic gains a
+partition while the query runs, and new keys arrive on every partition. Floe's reader and Iceberg Java must return exactly
+the expected table, the committed offsets must reach every partition's end,
+including the new one, and every batch must be committed once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from commit.catalog import Catalog
+from commit.exactly_once import committed_offsets
+from ingest.stream import run_ingest
+from table.io import FileIO
+from table.scan import TableScan
+from tests.ingest.e2e_support import Event, change_events, expected_table, normalized, produce, row_value, upsert_job
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
+
+EVENTS = 6_000
+KEYS = 1_500
+MAX_OFFSETS = 1_500
+NEW_KEYS = 600
+
+
+def _ends(delivered: list) -> dict[int, int]:
+    ends: dict[int, int] = {}
+    for d in delivered:
+        ends[d.partition] = max(ends.get(d.partition, 0), d.offset + 1)
+    return ends
+
+
+def _wait_for_offsets(job, topic: str, ends: dict[int, int], query, timeout_s: float = 240.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert query.exception() is None, query.exception()
+        with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+            committed = committed_offsets(catalog.load_table(job.table.identifier).metadata)
+        if committed.get(topic) == ends:
+            return
+        time.sleep(1.0)
+    raise AssertionError(f"committed offsets {committed} never reached {ends}")
+
+
+def test_upserts_land_exactly_through_the_python_source_while_partitions_are_added(
+        spark, kafka_bootstrap, new_topic, iceberg_oracle, tmp_path: Path):
+    topic = new_topic("e2e-pysource", partitions=2)
+    delivered = produce(kafka_bootstrap, topic, change_events(EVENTS, KEYS, seed=11))
+    job = upsert_job(kafka_bootstrap, topic, tmp_path, max_offsets=MAX_OFFSETS, available_now=False,
+                     processing_time=1.0)
+    job = dataclasses.replace(job, source=dataclasses.replace(job.source, reader="python"))
+    query = run_ingest(job, spark)
+    try:
+        _wait_for_offsets(job, topic, _ends(delivered), query)
+    finally:
+        query.stop()
+    assert query.exception() is None
+    # a restart on the checkpoint: rate-limited again from where its offset log ends ...
+    delivered += produce(kafka_bootstrap, topic, change_events(EVENTS // 2, KEYS, seed=12))
+    query = run_ingest(job, spark)
+    try:
+        _wait_for_offsets(job, topic, _ends(delivered), query)
+        # ... then the topic gains a partition while the query runs
+        admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+        for future in admin.create_partitions([NewPartitions(topic, 3)]).values():
+            future.result(timeout=30)
+        # new keys only: a key's changes stay in one partition, so Kafka order is the order of its changes
+        fresh = [Event(json.dumps(k).encode(), json.dumps(row_value(k, 10_000 + k)).encode())
+                 for k in range(KEYS, KEYS + NEW_KEYS)]
+        delivered += produce(kafka_bootstrap, topic, fresh)
+        assert {d.partition for d in delivered} == {0, 1, 2}
+        _wait_for_offsets(job, topic, _ends(delivered), query)
+    finally:
+        query.stop()
+    assert query.exception() is None
+
+    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+        loaded = catalog.load_table(job.table.identifier)
+    batches = [s for s in loaded.metadata.snapshots if "floe.batch-id" in s.summary]
+    assert len(batches) >= (EVENTS + EVENTS // 2) // MAX_OFFSETS, "maxOffsetsPerTrigger splits the input into batches"
+    ids = [s.summary["floe.batch-id"] for s in batches]
+    assert len(ids) == len(set(ids)), "a batch was committed twice"
+    expected = expected_table(delivered)
+    assert normalized(TableScan(FileIO.for_location(loaded.metadata_location), loaded.metadata).to_arrow()) == expected
+    java = iceberg_oracle.call("tests.support.oracle_ops:read_by_metadata_location",
+                               metadata_location=loaded.metadata_location)
+    assert normalized(java) == expected

@@ -1,0 +1,99 @@
+"""The pure planning of Floe's Kafka source: start offsets, admission control, task ranges."""
+
+from __future__ import annotations
+
+import pytest
+
+from ingest.kafka_source.offsets import (
+    EARLIEST,
+    Limits,
+    OffsetRange,
+    OffsetsError,
+    admit,
+    parse_offsets,
+    plan_ranges,
+    resolve_start,
+)
+from ingest.kafka_source.reader import duration_s, resume_offsets, source_limits
+
+EARLY = {"t": {"0": 5, "1": 0}}
+LATE = {"t": {"0": 100, "1": 300}}
+
+
+def test_starting_offsets_resolve_like_sparks_source():
+    assert resolve_start("earliest", EARLY, LATE) == EARLY
+    assert resolve_start("latest", EARLY, LATE) == LATE
+    # given offsets, -2 and -1 resolved; a partition not given starts at its earliest; unknown ones ignored
+    assert resolve_start({"t": {"0": -1, "7": 3}}, EARLY, LATE) == {"t": {"0": 100, "1": 0}}
+    assert resolve_start({"t": {"0": 42, "1": -2}}, EARLY, LATE) == {"t": {"0": 42, "1": 0}}
+
+
+def test_offset_documents_are_checked_with_one_line_naming_the_option():
+    assert parse_offsets('{"t": {"0": 3}}', "startingOffsets") == {"t": {"0": 3}}
+    for bad in ("soon", '{"t": 3}', '{"t": {"x": 3}}', '{"t": {"0": -3}}'):
+        with pytest.raises(OffsetsError, match="^startingOffsets: "):
+            parse_offsets(bad, "startingOffsets")
+
+
+def test_max_offsets_per_trigger_is_shared_in_proportion_to_what_waits():
+    start = {"t": {"0": 0, "1": 0}}
+    end = admit(start, LATE, Limits(max_offsets=100), 0.0)
+    assert end == {"t": {"0": 25, "1": 75}}
+    assert admit(start, LATE, Limits(max_offsets=1_000), 0.0) == LATE
+    # a partition with a sliver waiting still moves (at least one record), none passes its latest offset
+    tiny = admit({"t": {"0": 99, "1": 0}}, LATE, Limits(max_offsets=10), 0.0)
+    assert tiny == {"t": {"0": 100, "1": 9}}
+
+
+def test_a_new_partition_is_read_whole_from_its_earliest_offset():
+    latest = {"t": {"0": 100, "1": 300}, "u": {"0": 50}}
+    end = admit({"t": {"0": 0, "1": 0}}, latest, Limits(max_offsets=100), 0.0)
+    assert end == {"t": {"0": 25, "1": 75}, "u": {"0": 50}}
+    assert plan_ranges({"t": {"0": 0, "1": 0}}, end)[-1] == OffsetRange("u", 0, EARLIEST, 50)
+
+
+def test_min_offsets_per_trigger_waits_until_enough_or_the_delay_passed():
+    start = {"t": {"0": 90, "1": 295}}
+    limits = Limits(min_offsets=50, max_delay_s=60.0)
+    assert admit(start, LATE, limits, 10.0) == start  # 15 waiting: no batch yet
+    assert admit(start, LATE, limits, 61.0) == LATE  # the delay passed
+    assert admit({"t": {"0": 0, "1": 295}}, LATE, limits, 0.0) == LATE  # enough waits
+
+
+def test_offsets_never_go_backwards():
+    assert admit({"t": {"0": 120, "1": 0}}, LATE, Limits(), 0.0) == {"t": {"0": 120, "1": 300}}
+    with pytest.raises(OffsetsError, match="t/0: the batch ends at 10, before its start 20"):
+        plan_ranges({"t": {"0": 20}}, {"t": {"0": 10}})
+
+
+def test_large_ranges_are_split_into_even_tasks():
+    ranges = plan_ranges({"t": {"0": 0, "1": 0}}, {"t": {"0": 10, "1": 1000}}, max_records_per_task=300)
+    assert ranges == [OffsetRange("t", 0, 0, 10), OffsetRange("t", 1, 0, 250), OffsetRange("t", 1, 250, 500),
+                      OffsetRange("t", 1, 500, 750), OffsetRange("t", 1, 750, 1000)]
+    split = plan_ranges({"t": {"0": 0}}, {"t": {"0": 9}}, min_tasks=3)
+    assert [(r.start, r.until) for r in split] == [(0, 3), (3, 6), (6, 9)]
+    assert plan_ranges({"t": {"0": 5}}, {"t": {"0": 5}}) == []
+
+
+def test_limits_and_resume_offsets_from_the_options_and_the_offset_log():
+    limits = source_limits({"maxoffsetspertrigger": "500", "minoffsetspertrigger": "10", "maxtriggerdelay": "900000ms"})
+    assert limits == Limits(500, 10, 900.0)
+    assert duration_s("15m") == 900.0 and duration_s("1.5 h") == 5400.0
+    entry = 'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}\n{"t":{"0":42,"1":7}}\n'
+    assert resume_offsets(entry) == {"t": {"0": 42, "1": 7}}
+    assert resume_offsets("v1\n{}\n") is None
+
+
+def test_the_newest_offset_log_entry_of_a_checkpoint_is_where_a_restart_resumes(tmp_path):
+    from ingest.stream import checkpoint_resume_offsets
+
+    assert checkpoint_resume_offsets(str(tmp_path / "checkpoint")) is None  # a new checkpoint
+    offsets = tmp_path / "checkpoint" / "offsets"
+    offsets.mkdir(parents=True)
+    for batch, end in ((9, 10), (10, 25), (2, 3)):
+        (offsets / str(batch)).write_text(f'v1\n{{"batchWatermarkMs":0}}\n{{"t":{{"0":{end}}}}}\n')
+    (offsets / ".11.tmp").write_text("partial")
+    assert checkpoint_resume_offsets(str(tmp_path / "checkpoint")) == {"t": {"0": 25}}
+    (offsets / "12").write_text("v1\n{}\n")
+    with pytest.raises(ValueError, match="is not an offset log entry"):
+        checkpoint_resume_offsets(str(tmp_path / "checkpoint"))

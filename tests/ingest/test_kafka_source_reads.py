@@ -1,0 +1,87 @@
+"""Floe's Kafka source reading real Kafka: exact ranges, aborted transactions, deleted offsets.
+
+The tasks' side (:func:`ingest.kafka_source.consume.consume_ranges`) is
+called as a Spark task calls it, on range rows, against the session's broker.
+"""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from ingest.kafka_source.consume import ConsumeSettings, DataLossError, consume_ranges, ranges_batch
+from ingest.kafka_source.offsets import EARLIEST, OffsetRange
+
+pytestmark = [pytest.mark.kafka]
+
+
+def _settings(bootstrap: str, **options) -> ConsumeSettings:
+    return ConsumeSettings((("bootstrap.servers", bootstrap),), **options)
+
+
+def _read(bootstrap: str, ranges: list[OffsetRange], **options) -> list[dict]:
+    batches = consume_ranges(iter([ranges_batch(ranges)]), _settings(bootstrap, **options))
+    return [row for batch in batches for row in batch.to_pylist()]
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes], partition: int = 0) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for value in values:
+        producer.produce(topic, value=value, key=value, partition=partition, headers=[("h", b"x")])
+    assert producer.flush(30) == 0
+
+
+def test_a_range_is_read_exactly_with_the_columns_of_sparks_source(kafka_bootstrap, new_topic):
+    topic = new_topic("src-range", partitions=2)
+    _produce(kafka_bootstrap, topic, [b"%d" % i for i in range(100)], partition=0)
+    _produce(kafka_bootstrap, topic, [b"p1-%d" % i for i in range(10)], partition=1)
+    rows = _read(kafka_bootstrap, [OffsetRange(topic, 0, 17, 60), OffsetRange(topic, 1, EARLIEST, 10)],
+                 rows_per_batch=7)
+    assert [r["offset"] for r in rows if r["partition"] == 0] == list(range(17, 60))
+    assert [r["value"] for r in rows if r["partition"] == 0] == [b"%d" % i for i in range(17, 60)]
+    assert [r["offset"] for r in rows if r["partition"] == 1] == list(range(10))
+    first = rows[0]
+    assert first["key"] == b"17" and first["topic"] == topic and first["timestampType"] == 0
+    assert first["headers"] == [{"key": "h", "value": b"x"}]
+    assert first["timestamp"] is not None
+    without = _read(kafka_bootstrap, [OffsetRange(topic, 0, 0, 5)], with_headers=False)
+    assert len(without) == 5 and "headers" not in without[0]
+
+
+def test_aborted_transactions_and_their_markers_are_skipped(kafka_bootstrap, new_topic):
+    """read_committed (librdkafka's default): a range over committed, aborted and marker offsets
+    returns the committed records only, and ends although its last offsets are not records."""
+    topic = new_topic("src-txn")
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": f"floe-test-{topic}"})
+    producer.init_transactions(30)
+    for n, commit in enumerate((True, False, True, False)):
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce(topic, value=b"%d-%d" % (n, i), partition=0)
+        producer.flush(30)  # aborted records too reach the log (an abort would otherwise purge them unsent)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    until = 4 * 6  # 4 transactions of 5 records and a marker each
+    probe = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": "probe"})
+    assert probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=30) == (0, until)
+    probe.close()
+    rows = _read(kafka_bootstrap, [OffsetRange(topic, 0, 0, until)], poll_timeout_s=20)
+    assert [r["value"] for r in rows] == [b"0-%d" % i for i in range(5)] + [b"2-%d" % i for i in range(5)]
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_offsets_deleted_by_retention(kafka_bootstrap, new_topic, fail_on_data_loss):
+    topic = new_topic("src-loss")
+    _produce(kafka_bootstrap, topic, [b"%d" % i for i in range(50)])
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, 30)]).values():
+        future.result(timeout=30)
+    wanted = [OffsetRange(topic, 0, 10, 50)]
+    if fail_on_data_loss:
+        with pytest.raises(DataLossError, match=r"offsets 10\.\.29 were deleted"):
+            _read(kafka_bootstrap, wanted)
+    else:
+        assert [r["offset"] for r in _read(kafka_bootstrap, wanted, fail_on_data_loss=False)] == list(range(30, 50))
