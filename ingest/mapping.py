@@ -620,7 +620,7 @@ def _convert_primitive(values: list[Any], rows: Rows, t: PrimitiveType, path: st
 
 
 def _convert_struct(values: list[Any], rows: Rows, t: StructType, path: str, ctx: _Context) -> pa.Array:
-    dicts = _only(values, dict, rows, path, ctx, f"expected struct (object), got {{}}")
+    dicts = _only(values, dict, rows, path, ctx, "expected struct (object), got {}")
     target = type_to_arrow(t)
     if not t.fields:
         return pa.array([None if d is None else {} for d in dicts], target)

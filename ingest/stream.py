@@ -20,6 +20,7 @@ configured position, so records are neither read twice nor skipped.
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import threading
@@ -29,6 +30,7 @@ from commit.catalog import Catalog
 from commit.exactly_once import committed_offsets, last_batch_snapshot
 from ingest.batch import BatchProcessor
 from ingest.job import IngestJob, with_decode_schema
+from ingest.kafka_source.offsets import Offsets, reached
 from ingest.metrics import IngestMetrics, LagMonitor, LagProbe
 from ingest.planning import starting_offsets
 from ingest.table_setup import ensure_table
@@ -80,7 +82,8 @@ class IngestQuery:
     """A running ingest query: ``StreamingQuery``-style, with a graceful :meth:`stop`."""
 
     def __init__(self, query: Any, job: IngestJob, gate: _StopGate, stop_event: threading.Event,
-                 metrics: IngestMetrics, monitor: Optional[LagMonitor], catalog: Catalog) -> None:
+                 metrics: IngestMetrics, monitor: Optional[LagMonitor], catalog: Catalog,
+                 ending: Optional[Offsets] = None) -> None:
         self.query = query
         self._catalog = catalog
         self.job = job
@@ -91,6 +94,8 @@ class IngestQuery:
         self._finished = threading.Event()
         threading.Thread(target=self._watch_stop, name="floe-stop-watch", daemon=True).start()
         threading.Thread(target=self._watch_end, name="floe-end-watch", daemon=True).start()
+        if ending is not None:
+            threading.Thread(target=self._watch_caught_up, args=(ending,), name="floe-caught-up", daemon=True).start()
 
     @property
     def id(self) -> str:
@@ -133,6 +138,17 @@ class IngestQuery:
                 self._gate.stop(self.query, self.job.grace_seconds)
                 return
 
+    def _watch_caught_up(self, ending: Offsets) -> None:
+        """An ``availableNow`` run of the Python source: stop once a finished batch reached ``ending``
+        (an end of its own, not a requested stop)."""
+        while not self._finished.wait(0.2):
+            end = _progress_end(self.query.lastProgress)
+            if end is not None and reached(end, ending):
+                log.info("ingest query %s read everything available at its start", self.job.name,
+                         extra={"table": self.job.table.identifier})
+                self._gate.stop(self.query, self.job.grace_seconds)
+                return
+
     def _watch_end(self) -> None:
         try:
             self.query.awaitTermination()
@@ -144,6 +160,18 @@ class IngestQuery:
                 self._monitor.stop()
             self._catalog.close()
             self._finished.set()
+
+
+def _progress_end(progress: Any) -> Optional[dict]:
+    """The source's end offset in a progress report (pyspark gives it as JSON, or as a dict's text)."""
+    sources = progress["sources"] if progress else []
+    end = sources[0]["endOffset"] if sources else None
+    if not isinstance(end, str):
+        return end
+    try:
+        return json.loads(end)
+    except ValueError:
+        return ast.literal_eval(end)
 
 
 def run_ingest(job: IngestJob, spark: Any, stop_event: Optional[threading.Event] = None,
@@ -166,6 +194,7 @@ def run_ingest(job: IngestJob, spark: Any, stop_event: Optional[threading.Event]
         probe = LagProbe(job, catalog, metrics)
         try:
             start = _start_offsets(job, loaded.metadata, probe)
+            ending = _available_now_end(job, probe)
         except BaseException:
             probe.close()
             raise
@@ -174,7 +203,7 @@ def run_ingest(job: IngestJob, spark: Any, stop_event: Optional[threading.Event]
         monitor = LagMonitor(probe, job.lag_interval_seconds) if lag_monitor else None
         processor = BatchProcessor(job, table, catalog, metrics, on_commit=monitor.poke if monitor else lambda: None)
         gate = _StopGate()
-        query = _start_query(job, spark, gate.wrap(processor), start)
+        query = _start_query(job, spark, gate.wrap(processor), start, ending)
     except BaseException:
         catalog.close()
         raise
@@ -183,13 +212,14 @@ def run_ingest(job: IngestJob, spark: Any, stop_event: Optional[threading.Event]
     if monitor is not None:
         monitor.start()
     log.info("ingest query %s started (id %s)", job.name, query.id, extra={"table": job.table.identifier})
-    return IngestQuery(query, job, gate, stop_event, metrics, monitor, catalog)
+    return IngestQuery(query, job, gate, stop_event, metrics, monitor, catalog, ending)
 
 
-def _start_query(job: IngestJob, spark: Any, process: Callable[[Any, int], None], start: str) -> Any:
+def _start_query(job: IngestJob, spark: Any, process: Callable[[Any, int], None], start: str,
+                 ending: Optional[Offsets]) -> Any:
     if job.source.reader == "python":
         reader = spark.readStream.format(_registered_python_source(spark))
-        options = python_source_options(job)
+        options = python_source_options(job, ending)
     else:
         reader = spark.readStream.format("kafka")
         options = job.source.spark_options()
@@ -201,11 +231,20 @@ def _start_query(job: IngestJob, spark: Any, process: Callable[[Any, int], None]
         .queryName(job.name)
         .option("checkpointLocation", job.checkpoint_location)
     )
-    if job.trigger.available_now:
+    if ending is not None:  # the Python source's availableNow: batches back to back up to ``ending``
+        writer = writer.trigger(processingTime="0 seconds")
+    elif job.trigger.available_now:
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=f"{job.trigger.processing_time_seconds} seconds")
     return writer.start()
+
+
+def _available_now_end(job: IngestJob, probe: LagProbe) -> Optional[Offsets]:
+    """Where an ``availableNow`` run of the Python source ends: the latest offsets now."""
+    if job.source.reader != "python" or not job.trigger.available_now:
+        return None
+    return {t: {str(p): high for p, (_, high) in parts.items()} for t, parts in probe.watermarks().items()}
 
 
 def _registered_python_source(spark: Any) -> str:
@@ -216,19 +255,18 @@ def _registered_python_source(spark: Any) -> str:
     return SOURCE_NAME
 
 
-def python_source_options(job: IngestJob) -> dict[str, str]:
-    """The options of Floe's source for ``job``: rate limits only for a running stream (an
-    ``availableNow`` run reads everything there is in one batch: Spark asks a Python source
-    for its latest offset once), and where the checkpoint's last batch ended."""
+def python_source_options(job: IngestJob, ending: Optional[Offsets] = None) -> dict[str, str]:
+    """The options of Floe's source for ``job``: where the checkpoint's last batch ended, and
+    ``ending``, the end of an ``availableNow`` run."""
     options = job.source.python_source_options()
+    if ending is not None:
+        options["endingOffsets"] = json.dumps(ending)
     try:
         resume = checkpoint_resume_offsets(job.checkpoint_location)
     except (OSError, ValueError, TableError) as error:
         log.warning("the checkpoint's offset log at %s could not be read (%s): this run is not rate-limited",
                     job.checkpoint_location, error)
         resume = None
-        options = {k: v for k, v in options.items() if k not in RATE_LIMIT_OPTIONS}
-    if job.trigger.available_now:
         options = {k: v for k, v in options.items() if k not in RATE_LIMIT_OPTIONS}
     if resume is not None:
         options["resumeOffsets"] = json.dumps(resume)

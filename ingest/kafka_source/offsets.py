@@ -122,6 +122,17 @@ def admit(start: Offsets, latest: Offsets, limits: Limits, waited_s: float) -> O
     return _merged(_merged(start, end), new)
 
 
+def capped(latest: Offsets, ending: Offsets) -> Offsets:
+    """``latest`` held to ``ending`` (an ``availableNow`` run's end): partitions not in it are not read."""
+    return {t: {p: min(o, ending[t][p]) for p, o in parts.items() if p in ending.get(t, {})}
+            for t, parts in latest.items() if t in ending}
+
+
+def reached(end: Mapping[str, Mapping[str, int]], ending: Offsets) -> bool:
+    """Whether a batch that ended at ``end`` read everything up to ``ending``."""
+    return all(end.get(t, {}).get(p, -1) >= o for t, parts in ending.items() for p, o in parts.items())
+
+
 def plan_ranges(start: Offsets, end: Offsets, max_records_per_task: Optional[int] = None,
                 min_tasks: Optional[int] = None) -> list[OffsetRange]:
     """The batch ``start`` -> ``end`` as ranges, one per task, a large partition split in even pieces.

@@ -14,7 +14,12 @@ lower case): ``subscribe`` or ``subscribePattern``, ``startingOffsets``,
 ``minPartitions``, ``maxRecordsPerPartition``, and ``kafka.<name>`` for the
 librdkafka settings (Spark redacts those whose names hold ``password``,
 ``secret`` or ``token`` when it prints a plan). Floe adds ``resumeOffsets``:
-where the checkpoint's last batch ended (:func:`resume_offsets`).
+where the checkpoint's last batch ended (:func:`resume_offsets`), and
+``endingOffsets``, the end of an ``availableNow`` run: Spark would ask a
+Python source for its latest offset once and read it all in one batch, so
+Floe runs such a query on a back-to-back trigger, holds the latest offsets
+to these, and stops the query once a batch has reached them
+(:class:`ingest.stream.IngestQuery`), keeping the rate limits.
 
 Spark 4.1's Python streaming API has no admission control: ``latestOffset``
 is not told where the batch starts. The planner therefore keeps that itself:
@@ -37,7 +42,16 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from ingest.kafka_source.consume import RANGE_COLUMNS
-from ingest.kafka_source.offsets import Limits, OffsetRange, Offsets, admit, parse_offsets, plan_ranges, resolve_start
+from ingest.kafka_source.offsets import (
+    Limits,
+    OffsetRange,
+    Offsets,
+    admit,
+    capped,
+    parse_offsets,
+    plan_ranges,
+    resolve_start,
+)
 from ingest.kafka_source.watermarks import TopicWatermarks
 
 log = logging.getLogger("floe.ingest")
@@ -79,6 +93,8 @@ class KafkaRangeReader(DataSourceStreamReader):
         if resume:
             parsed = parse_offsets(resume, "resumeOffsets")
             self._start = parsed if isinstance(parsed, dict) else None
+        ending = parse_offsets(self._options.get("endingoffsets", "latest"), "endingOffsets")
+        self._ending: Optional[Offsets] = ending if isinstance(ending, dict) else None
         self._last_batch = time.monotonic()
         self._kafka: Optional[TopicWatermarks] = None
 
@@ -90,7 +106,8 @@ class KafkaRangeReader(DataSourceStreamReader):
         marks = self._marks()
         if self._start is None:  # a new checkpoint (Spark may ask for the latest offset first)
             self._start = self._initial(marks)
-        end = admit(self._start, _side(marks, 1), self._limits, time.monotonic() - self._last_batch)
+        latest = _side(marks, 1) if self._ending is None else capped(_side(marks, 1), self._ending)
+        end = admit(self._start, latest, self._limits, time.monotonic() - self._last_batch)
         if end != self._start:
             self._last_batch = time.monotonic()
         return end

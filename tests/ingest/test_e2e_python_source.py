@@ -97,3 +97,27 @@ def test_upserts_land_exactly_through_the_python_source_while_partitions_are_add
     java = iceberg_oracle.call("tests.support.oracle_ops:read_by_metadata_location",
                                metadata_location=loaded.metadata_location)
     assert normalized(java) == expected
+
+
+def test_an_available_now_run_keeps_its_rate_limit_and_ends_on_its_own(spark, kafka_bootstrap, new_topic,
+                                                                       tmp_path: Path):
+    """Spark would read everything in one batch (it asks a Python source for its latest offset once):
+    Floe's run reads up to the offsets of its start in batches of ``maxOffsetsPerTrigger``, then ends;
+    a second run with nothing new ends at once, committing nothing."""
+    topic = new_topic("e2e-pysource-now", partitions=2)
+    delivered = produce(kafka_bootstrap, topic, change_events(3_000, 500, seed=13))
+    job = upsert_job(kafka_bootstrap, topic, tmp_path, max_offsets=700)
+    job = dataclasses.replace(job, source=dataclasses.replace(job.source, reader="python"))
+    assert job.trigger.available_now
+    assert run_ingest(job, spark).await_termination(240), "the availableNow run did not end on its own"
+    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+        metadata = catalog.load_table(job.table.identifier).metadata
+    assert committed_offsets(metadata) == {topic: _ends(delivered)}
+    assert len(metadata.snapshots) >= 3_000 // 700
+    started = time.monotonic()
+    assert run_ingest(job, spark).await_termination(120), "a run with nothing to read did not end"
+    print(f"the empty run took {time.monotonic() - started:.1f} s")
+    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+        assert len(catalog.load_table(job.table.identifier).metadata.snapshots) == len(metadata.snapshots)
+    rows = normalized(TableScan(FileIO.for_location(metadata.location), metadata).to_arrow())
+    assert rows == expected_table(delivered)
