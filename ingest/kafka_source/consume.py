@@ -18,8 +18,10 @@ with a warning, as Spark's source does.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
@@ -80,19 +82,46 @@ class ConsumeSettings:
 
 def consume_ranges(batches: Iterator[pa.RecordBatch], settings: ConsumeSettings) -> Iterator[pa.RecordBatch]:
     """Every record of the ranges in ``batches`` (:data:`RANGE_COLUMNS` rows), as Kafka-row batches."""
-    from confluent_kafka import Consumer
-
-    consumer = None
-    try:
+    with _CONSUMERS.borrowed(settings) as consumer:
         for batch in batches:
             for row in batch.to_pylist():
-                if consumer is None:
-                    consumer = Consumer(settings.consumer_config())
                 wanted = OffsetRange(row["topic"], row["partition"], row["start_offset"], row["until_offset"])
                 yield from _RangeRead(consumer, wanted, settings).batches()
-    finally:
-        if consumer is not None:
+
+
+class ConsumerPool:
+    """Consumers kept by a Python worker between its tasks, one per client configuration.
+
+    Spark reuses a Python worker for task after task, and a new consumer costs a connection and a
+    metadata round trip: a large share of a small batch (Spark's own source caches its consumers
+    likewise). A task borrows the consumer, so none is shared by two tasks at once; one whose task
+    failed is closed, not returned.
+    """
+
+    def __init__(self) -> None:
+        self._idle: dict[tuple[tuple[str, str], ...], Any] = {}
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def borrowed(self, settings: ConsumeSettings) -> Iterator[Any]:
+        from confluent_kafka import Consumer
+
+        with self._lock:
+            consumer = self._idle.pop(settings.client, None)
+        if consumer is None:
+            consumer = Consumer(settings.consumer_config())
+        try:
+            yield consumer
+        except BaseException:
             consumer.close()
+            raise
+        with self._lock:
+            spare = self._idle.setdefault(settings.client, consumer)
+        if spare is not consumer:
+            consumer.close()
+
+
+_CONSUMERS = ConsumerPool()
 
 
 def ranges_batch(ranges: list[OffsetRange]) -> pa.RecordBatch:
@@ -114,29 +143,17 @@ class _RangeRead:
         self.settings = settings
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        from confluent_kafka import TopicPartition
+        """The range's records. Its start is not checked first (a watermark request costs a round trip per
+        task): a start below the low watermark comes back as an offset error, handled then."""
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-        start = self._first_offset()
-        if start >= self.wanted.until:
-            return
-        self.consumer.assign([TopicPartition(self.wanted.topic, self.wanted.partition, start)])
+        start = self.wanted.start
+        self.consumer.assign([TopicPartition(self.wanted.topic, self.wanted.partition,
+                                             OFFSET_BEGINNING if start == EARLIEST else start)])
         try:
-            yield from self._read_from(start)
+            yield from self._read_from(max(start, 0))
         finally:
             self.consumer.unassign()
-
-    def _first_offset(self) -> int:
-        """The range's start, resolved (EARLIEST) and checked against the low watermark."""
-        from confluent_kafka import TopicPartition
-
-        low, _ = self.consumer.get_watermark_offsets(
-            TopicPartition(self.wanted.topic, self.wanted.partition), timeout=self.settings.poll_timeout_s)
-        if self.wanted.start == EARLIEST:
-            return low
-        if self.wanted.start < low:
-            self._lost(self.wanted.start, low)
-            return low
-        return self.wanted.start
 
     def _lost(self, start: int, low: int) -> None:
         w = self.wanted
@@ -146,27 +163,18 @@ class _RangeRead:
             raise DataLossError(f"{what}; set kafka.fail_on_data_loss: false to skip them")
         log.warning("%s; skipped (fail_on_data_loss is false)", what)
 
-    def _read_from(self, start: int) -> Iterator[pa.RecordBatch]:
-        from confluent_kafka import KafkaError, KafkaException
-
-        until, pending, position = self.wanted.until, [], start
+    def _read_from(self, position: int) -> Iterator[pa.RecordBatch]:
+        until, pending = self.wanted.until, []
         deadline = time.monotonic() + self.settings.poll_timeout_s
         while position < until:
-            messages = self.consumer.consume(num_messages=self.settings.rows_per_batch, timeout=1.0)
-            for message in messages:
-                error = message.error()
-                if error is None:
-                    if message.offset() < until:
-                        pending.append(message)
-                    position = max(position, message.offset() + 1)
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    position = max(position, message.offset())
-                elif error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-                    position = self._restart_after_loss(position)
-                else:
-                    raise KafkaException(error)
+            # never ask for more than the range still holds: librdkafka waits out the timeout for a batch
+            # it cannot fill (only aborted transactions and markers make the range hold fewer)
+            wanted = min(self.settings.rows_per_batch, until - position)
+            messages = self.consumer.consume(num_messages=wanted, timeout=0.5)
             if messages:
                 deadline = time.monotonic() + self.settings.poll_timeout_s
+                records, position = self._records(messages, position)
+                pending.extend(records)
             elif time.monotonic() > deadline:
                 raise KafkaReadStalled(f"{self.wanted.topic}/{self.wanted.partition}: no record for "
                                        f"{self.settings.poll_timeout_s:.0f}s at offset {position}, "
@@ -174,6 +182,34 @@ class _RangeRead:
             if len(pending) >= self.settings.rows_per_batch or (pending and position >= until):
                 yield kafka_rows(pending, self.settings.with_headers)
                 pending = []
+
+    def _records(self, messages: list[Any], position: int) -> tuple[list[Any], int]:
+        """The records among ``messages`` that belong to the range, and the position after them.
+
+        Records come in offset order, so without events only the last offset is looked at; events (the
+        partition's end, an offset gone) take the slow path.
+        """
+        until = self.wanted.until
+        if all(m.error() is None for m in messages):
+            last = messages[-1].offset()
+            records = messages if last < until else [m for m in messages if m.offset() < until]
+            return records, max(position, last + 1)
+        from confluent_kafka import KafkaError, KafkaException
+
+        records = []
+        for message in messages:
+            error = message.error()
+            if error is None:
+                if message.offset() < until:
+                    records.append(message)
+                position = max(position, message.offset() + 1)
+            elif error.code() == KafkaError._PARTITION_EOF:
+                position = max(position, message.offset())
+            elif error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                position = self._restart_after_loss(position)
+            else:
+                raise KafkaException(error)
+        return records, position
 
     def _restart_after_loss(self, position: int) -> int:
         """Retention passed the reader mid-range: fail, or go on at the new low watermark."""

@@ -258,7 +258,7 @@ class KafkaConfig(Section):
         "spark",
         description="What reads the topics: `spark`, Spark's Kafka source, or `python`, Floe's own source, whose "
         "tasks read, decode and write the records without passing them through the JVM (librdkafka settings "
-        "from `security`; `read_committed`; an `available_now` run reads everything in one batch).",
+        "from `security`; `read_committed`). See docs/ingest-design.md, \"Floe's Kafka source\".",
     )
 
     @model_validator(mode="after")
