@@ -24,22 +24,23 @@ import ast
 import json
 import logging
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 from commit.catalog import Catalog
 from commit.exactly_once import committed_offsets, last_batch_snapshot
 from ingest.batch import BatchProcessor
 from ingest.job import IngestJob, with_decode_schema
-from ingest.kafka_source.offsets import Offsets, reached
+from ingest.kafka_source.offsets import Offsets, parse_offsets, reached, resolve_start
+from ingest.kafka_source.watermarks import TopicWatermarks
 from ingest.metrics import IngestMetrics, LagMonitor, LagProbe
 from ingest.planning import starting_offsets
 from ingest.table_setup import ensure_table
-from table.errors import TableError
 from table.io import FileIO
 
 log = logging.getLogger("floe.ingest")
 
-RATE_LIMIT_OPTIONS = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
+PINNED_START = "floe/starting-offsets.json"
+"""Where in the checkpoint Floe's source keeps its resolved ``startingOffsets``."""
 
 
 class IngestStopped(RuntimeError):
@@ -142,7 +143,11 @@ class IngestQuery:
         """An ``availableNow`` run of the Python source: stop once a finished batch reached ``ending``
         (an end of its own, not a requested stop)."""
         while not self._finished.wait(0.2):
-            end = _progress_end(self.query.lastProgress)
+            try:
+                end = _progress_end(self.query.lastProgress)
+            except Exception as error:  # noqa: BLE001 - a query that died ends through _watch_end
+                log.warning("could not read the query's progress: %s", error)
+                continue
             if end is not None and reached(end, ending):
                 log.info("ingest query %s read everything available at its start", self.job.name,
                          extra={"table": self.job.table.identifier})
@@ -194,6 +199,8 @@ def run_ingest(job: IngestJob, spark: Any, stop_event: Optional[threading.Event]
         probe = LagProbe(job, catalog, metrics)
         try:
             start = _start_offsets(job, loaded.metadata, probe)
+            if job.source.reader == "python":
+                start = pinned_starting_offsets(job.checkpoint_location, start, probe)
             ending = _available_now_end(job, probe)
         except BaseException:
             probe.close()
@@ -256,41 +263,30 @@ def _registered_python_source(spark: Any) -> str:
 
 
 def python_source_options(job: IngestJob, ending: Optional[Offsets] = None) -> dict[str, str]:
-    """The options of Floe's source for ``job``: where the checkpoint's last batch ended, and
-    ``ending``, the end of an ``availableNow`` run."""
+    """The options of Floe's source for ``job``, with ``ending``, the end of an ``availableNow`` run."""
     options = job.source.python_source_options()
     if ending is not None:
         options["endingOffsets"] = json.dumps(ending)
-    try:
-        resume = checkpoint_resume_offsets(job.checkpoint_location)
-    except (OSError, ValueError, TableError) as error:
-        log.warning("the checkpoint's offset log at %s could not be read (%s): this run is not rate-limited",
-                    job.checkpoint_location, error)
-        resume = None
-        options = {k: v for k, v in options.items() if k not in RATE_LIMIT_OPTIONS}
-    if resume is not None:
-        options["resumeOffsets"] = json.dumps(resume)
     return options
 
 
-def checkpoint_resume_offsets(checkpoint: str) -> Optional[dict[str, dict[str, int]]]:
-    """The source offsets of the newest entry of the checkpoint's offset log; None for a new checkpoint.
+def pinned_starting_offsets(checkpoint: str, start: str, probe: Union[LagProbe, TopicWatermarks]) -> str:
+    """``startingOffsets`` for Floe's source, resolved once per checkpoint and kept in it.
 
-    Only the Python source's rate limit uses them (where the next batch starts); Spark's own
-    offset log stays what decides. The log is listed as Spark lists it.
+    Spark plans batch 0 from the source's initial offsets, and asks for them again when it replays
+    that batch after a crash, in a new process: ``latest`` (or -1) resolved then would start later
+    than the first time. Spark's own source keeps them in the checkpoint likewise.
     """
-    from ingest.kafka_source.reader import resume_offsets
-
-    root = checkpoint.rstrip("/") + "/offsets/"
-    io = FileIO.for_location(root)
-    entries = [(int(name), e.location) for e in io.list_prefix(root)
-               if (name := e.location.rsplit("/", 1)[-1]).isdigit()]
-    if not entries:
-        return None
-    resumed = resume_offsets(io.read_bytes(max(entries)[1]).decode())
-    if resumed is None:
-        raise ValueError(f"{max(entries)[1]} is not an offset log entry of Floe's source")
-    return resumed
+    path = f"{checkpoint.rstrip('/')}/{PINNED_START}"
+    io = FileIO.for_location(path)
+    if io.exists(path):
+        return io.read_bytes(path).decode()
+    marks = probe.watermarks()
+    low = {t: {str(p): lh[0] for p, lh in parts.items()} for t, parts in marks.items()}
+    high = {t: {str(p): lh[1] for p, lh in parts.items()} for t, parts in marks.items()}
+    text = json.dumps(resolve_start(parse_offsets(start, "startingOffsets"), low, high))
+    io.write_bytes(path, text.encode())
+    return text
 
 
 def _start_offsets(job: IngestJob, metadata: Any, probe: LagProbe) -> str:

@@ -142,13 +142,7 @@ class FileIO:
         table, its key index beside it, another table), and per call, so a
         FileIO kept for a long run uses the newest keys the catalog vended.
         """
-        if not self._per_location:
-            return self._fs
-        with _wrapped(location, "open file system for"):
-            try:
-                return _s3_fs(_s3_settings(location))
-            except (ValueError, ObjectStoreSettingError) as e:
-                raise FileIOError(location, "open file system for", str(e)) from e
+        return _s3_filesystem(location) if self._per_location else self._fs
 
     @classmethod
     def for_location(cls, location: str) -> FileIO:
@@ -291,12 +285,21 @@ def _remote_fs(location: str, uri: str) -> pafs.FileSystem:
     driver and its executors on other hosts reach the same store the same way;
     the keys are those a catalog vended for ``location``, if it did.
     """
+    if uri.startswith("s3://"):
+        return _s3_filesystem(location)
     with _wrapped(location, "open file system for"):
         try:
-            if uri.startswith("s3://"):
-                return _s3_fs(_s3_settings(location))
             return pafs.FileSystem.from_uri(uri)[0]
-        except (ValueError, NotImplementedError, ObjectStoreSettingError) as e:
+        except (ValueError, NotImplementedError) as e:
+            raise FileIOError(location, "open file system for", str(e)) from e
+
+
+def _s3_filesystem(location: str) -> pafs.FileSystem:
+    """The S3 file system for ``location``: this process's settings, with the keys vended for it if any."""
+    with _wrapped(location, "open file system for"):
+        try:
+            return _s3_fs(_s3_settings(location))
+        except (ValueError, ObjectStoreSettingError) as e:
             raise FileIOError(location, "open file system for", str(e)) from e
 
 

@@ -55,7 +55,7 @@ from table.metadata_json import table_metadata_from_json, write_table_metadata
 from table.partitioning import UNPARTITIONED_SPEC, PartitionSpec
 from table.schema import Schema
 from table.sort_order import UNSORTED_SORT_ORDER, SortOrder
-from table.storage_credentials import VENDED, vended_credentials
+from table.storage_credentials import VENDED, S3Credential, vended_credentials
 
 log = logging.getLogger(__name__)
 DEFAULT_SEPARATOR = "%1F"
@@ -154,8 +154,7 @@ class RestCatalog:
             body={"name": ident.name, "location": metadata.location, "schema": metadata.schema().to_json(),
                   "stage-create": True},
             on_error=_table_error(ident, exists=True))
-        body = answer.body or {}
-        vended = vended_credentials(table_file_prefixes(metadata), body.get("config"), body.get("storage-credentials"))
+        vended = _vended_in(answer.body, metadata)
         if not vended:
             log.warning("the REST catalog vended no storage credentials for %s; using this process's own",
                         metadata.location)
@@ -178,9 +177,7 @@ class RestCatalog:
 
     def _remembered(self, ident: TableIdentifier, loaded: LoadedTable, body: Optional[dict[str, Any]]) -> LoadedTable:
         """Keep the storage credentials of a load answer; loading the table again refreshes them."""
-        answer = body or {}
-        vended = vended_credentials(table_file_prefixes(loaded.metadata), answer.get("config"),
-                                    answer.get("storage-credentials"))
+        vended = _vended_in(body, loaded.metadata)
         if vended:
             def refresh() -> None:
                 self.load_table(ident)
@@ -245,6 +242,11 @@ def _loaded(body: Optional[dict[str, Any]], table: str) -> LoadedTable:
     location = body["metadata-location"]
     return LoadedTable(location, table_metadata_from_json(body["metadata"], location))
 
+
+def _vended_in(body: Optional[dict[str, Any]], metadata: TableMetadata) -> list[S3Credential]:
+    """The storage credentials a load or staged-create answer vends for the table's own directories."""
+    answer = body or {}
+    return vended_credentials(table_file_prefixes(metadata), answer.get("config"), answer.get("storage-credentials"))
 
 
 def _namespace_error(ns: Namespace):  # -> Callable[[RestCatalogError], Exception]

@@ -95,7 +95,6 @@ class RestClient:
         kind, message = _error_of(response)
         raise _typed(RestCatalogError(call, response.status_code, kind, message), on_error)
 
-
     def _send(self, method: str, path: str, body: Any, params: Optional[Mapping[str, str]],
               headers: dict[str, str]) -> tuple[requests.Response, str]:
         """The response, and the Authorization value it was sent with ("" without OAuth)."""

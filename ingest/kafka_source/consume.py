@@ -189,8 +189,10 @@ class _RangeRead:
         Records come in offset order, so without events only the last offset is looked at; events (the
         partition's end, an offset gone) take the slow path.
         """
-        until = self.wanted.until
-        if all(m.error() is None for m in messages):
+        until, first = self.wanted.until, messages[0]
+        mine = first.error() is None and first.offset() >= position and first.partition() == self.wanted.partition \
+            and first.topic() == self.wanted.topic
+        if mine and all(m.error() is None for m in messages):
             last = messages[-1].offset()
             records = messages if last < until else [m for m in messages if m.offset() < until]
             return records, max(position, last + 1)
@@ -200,6 +202,9 @@ class _RangeRead:
         for message in messages:
             error = message.error()
             if error is None:
+                if message.partition() != self.wanted.partition or message.topic() != self.wanted.topic \
+                        or message.offset() < position:
+                    continue  # left from an earlier assignment of this consumer
                 if message.offset() < until:
                     records.append(message)
                 position = max(position, message.offset() + 1)
@@ -207,8 +212,10 @@ class _RangeRead:
                 position = max(position, message.offset())
             elif error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
                 position = self._restart_after_loss(position)
-            else:
+            elif error.fatal():
                 raise KafkaException(error)
+            else:  # a broker reconnecting and the like: librdkafka retries; the stall deadline bounds it
+                log.debug("kafka: %s", error)
         return records, position
 
     def _restart_after_loss(self, position: int) -> int:

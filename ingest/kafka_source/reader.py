@@ -13,9 +13,8 @@ lower case): ``subscribe`` or ``subscribePattern``, ``startingOffsets``,
 ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay``,
 ``minPartitions``, ``maxRecordsPerPartition``, and ``kafka.<name>`` for the
 librdkafka settings (Spark redacts those whose names hold ``password``,
-``secret`` or ``token`` when it prints a plan). Floe adds ``resumeOffsets``:
-where the checkpoint's last batch ended (:func:`resume_offsets`), and
-``endingOffsets``, the end of an ``availableNow`` run: Spark would ask a
+``secret`` or ``token`` when it prints a plan). Floe adds ``endingOffsets``,
+the end of an ``availableNow`` run: Spark would ask a
 Python source for its latest offset once and read it all in one batch, so
 Floe runs such a query on a back-to-back trigger, holds the latest offsets
 to these, and stops the query once a batch has reached them
@@ -23,17 +22,15 @@ to these, and stops the query once a batch has reached them
 
 Spark 4.1's Python streaming API has no admission control: ``latestOffset``
 is not told where the batch starts. The planner therefore keeps that itself:
-the initial offsets, then the end of every batch it plans (a replayed batch
-is planned again before the next one), and on restart ``resumeOffsets``.
-Floe sets that from the checkpoint, and drops the rate limits when the
-checkpoint's offset log cannot be read (a limit from a wrong start could end
-a batch before it begins: :func:`~ingest.kafka_source.offsets.plan_ranges`
-refuses that rather than read anything twice).
+the initial offsets, then the end of every batch it plans. On a restart Spark
+tells it where the offset log ends (``setLatestSeenOffset`` plans the empty
+batch from there to there), and a replayed batch is planned again before the
+next one. An end before its start is refused, never read twice
+(:func:`~ingest.kafka_source.offsets.plan_ranges`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -89,13 +86,12 @@ class KafkaRangeReader(DataSourceStreamReader):
         self._options = {k.lower(): v for k, v in options.items()}
         self._limits = source_limits(self._options)
         self._start: Optional[Offsets] = None
-        resume = self._options.get("resumeoffsets")
-        if resume:
-            parsed = parse_offsets(resume, "resumeOffsets")
-            self._start = parsed if isinstance(parsed, dict) else None
+        self._initial_offsets: Optional[Offsets] = None
         ending = parse_offsets(self._options.get("endingoffsets", "latest"), "endingOffsets")
         self._ending: Optional[Offsets] = ending if isinstance(ending, dict) else None
-        self._last_batch = time.monotonic()
+        if self._ending is not None:  # the end of an availableNow run: nothing is held back
+            self._limits = Limits(self._limits.max_offsets)
+        self._last_batch = float("-inf")  # as Spark's source: the first batch is not held back
         self._kafka: Optional[TopicWatermarks] = None
 
     def initialOffset(self) -> dict:
@@ -113,8 +109,13 @@ class KafkaRangeReader(DataSourceStreamReader):
         return end
 
     def _initial(self, marks: dict[str, dict[int, tuple[int, int]]]) -> Offsets:
-        wanted = parse_offsets(self._options.get("startingoffsets", "latest"), "startingOffsets")
-        return resolve_start(wanted, _side(marks, 0), _side(marks, 1))
+        """The initial offsets, resolved once: Spark may ask for them after it planned batch 0 from them.
+        (Floe pins ``startingOffsets`` to concrete offsets, kept in the checkpoint, so a replayed batch 0
+        in a new process starts where the first one did.)"""
+        if self._initial_offsets is None:
+            wanted = parse_offsets(self._options.get("startingoffsets", "latest"), "startingOffsets")
+            self._initial_offsets = resolve_start(wanted, _side(marks, 0), _side(marks, 1))
+        return {t: dict(parts) for t, parts in self._initial_offsets.items()}
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         self._start = {t: dict(parts) for t, parts in end.items()}
@@ -156,24 +157,14 @@ def duration_s(text: str) -> float:
     return float(match.group(1)) * _UNIT_S[match.group(2)]
 
 
-def resume_offsets(offset_log_entry: str) -> Optional[Offsets]:
-    """The source offsets of one entry of the checkpoint's offset log (``offsets/<batch>``): Spark writes
-    a version line, the batch's metadata, then one line per source (Floe's query has one)."""
-    lines = offset_log_entry.splitlines()
-    if len(lines) < 3 or not lines[0].startswith("v"):
-        return None
-    try:
-        value = json.loads(lines[2])
-    except ValueError:
-        return None
-    parsed = parse_offsets(json.dumps(value), "the checkpoint's offset log") if isinstance(value, dict) else None
-    return parsed if isinstance(parsed, dict) else None
-
-
 def _side(marks: Mapping[str, Mapping[int, tuple[int, int]]], index: int) -> Offsets:
     return {t: {str(p): lh[index] for p, lh in parts.items()} for t, parts in marks.items()}
 
 
 def _positive(options: Mapping[str, str], name: str) -> Optional[int]:
     value = options.get(name)
-    return None if value is None else int(value)
+    if value is None:
+        return None
+    if not value.strip().isdigit() or int(value) <= 0:
+        raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+    return int(value)

@@ -14,7 +14,7 @@ from ingest.kafka_source.offsets import (
     plan_ranges,
     resolve_start,
 )
-from ingest.kafka_source.reader import duration_s, resume_offsets, source_limits
+from ingest.kafka_source.reader import duration_s, source_limits
 
 EARLY = {"t": {"0": 5, "1": 0}}
 LATE = {"t": {"0": 100, "1": 300}}
@@ -75,25 +75,10 @@ def test_large_ranges_are_split_into_even_tasks():
     assert plan_ranges({"t": {"0": 5}}, {"t": {"0": 5}}) == []
 
 
-def test_limits_and_resume_offsets_from_the_options_and_the_offset_log():
+def test_limits_from_the_options():
     limits = source_limits({"maxoffsetspertrigger": "500", "minoffsetspertrigger": "10", "maxtriggerdelay": "900000ms"})
     assert limits == Limits(500, 10, 900.0)
     assert duration_s("15m") == 900.0 and duration_s("1.5 h") == 5400.0
-    entry = 'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}\n{"t":{"0":42,"1":7}}\n'
-    assert resume_offsets(entry) == {"t": {"0": 42, "1": 7}}
-    assert resume_offsets("v1\n{}\n") is None
+    with pytest.raises(ValueError, match="^maxoffsetspertrigger: expected a positive integer, got '0'"):
+        source_limits({"maxoffsetspertrigger": "0"})
 
-
-def test_the_newest_offset_log_entry_of_a_checkpoint_is_where_a_restart_resumes(tmp_path):
-    from ingest.stream import checkpoint_resume_offsets
-
-    assert checkpoint_resume_offsets(str(tmp_path / "checkpoint")) is None  # a new checkpoint
-    offsets = tmp_path / "checkpoint" / "offsets"
-    offsets.mkdir(parents=True)
-    for batch, end in ((9, 10), (10, 25), (2, 3)):
-        (offsets / str(batch)).write_text(f'v1\n{{"batchWatermarkMs":0}}\n{{"t":{{"0":{end}}}}}\n')
-    (offsets / ".11.tmp").write_text("partial")
-    assert checkpoint_resume_offsets(str(tmp_path / "checkpoint")) == {"t": {"0": 25}}
-    (offsets / "12").write_text("v1\n{}\n")
-    with pytest.raises(ValueError, match="is not an offset log entry"):
-        checkpoint_resume_offsets(str(tmp_path / "checkpoint"))

@@ -6,6 +6,8 @@ called as a Spark task calls it, on range rows, against the session's broker.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -85,3 +87,23 @@ def test_offsets_deleted_by_retention(kafka_bootstrap, new_topic, fail_on_data_l
             _read(kafka_bootstrap, wanted)
     else:
         assert [r["offset"] for r in _read(kafka_bootstrap, wanted, fail_on_data_loss=False)] == list(range(30, 50))
+
+
+def test_starting_offsets_are_resolved_once_per_checkpoint(kafka_bootstrap, new_topic, tmp_path):
+    """``latest`` is pinned to offsets when a checkpoint begins: a batch 0 replayed after a crash
+    starts where the first attempt did, although records arrived in between."""
+    from ingest.kafka_source.watermarks import TopicWatermarks
+    from ingest.stream import pinned_starting_offsets
+
+    topic = new_topic("src-pin", partitions=2)
+    _produce(kafka_bootstrap, topic, [b"a", b"b", b"c"])
+    kafka = TopicWatermarks({"bootstrap.servers": kafka_bootstrap}, (topic,), None)
+    try:
+        first = pinned_starting_offsets(str(tmp_path / "checkpoint"), "latest", kafka)
+        assert json.loads(first) == {topic: {"0": 3, "1": 0}}
+        _produce(kafka_bootstrap, topic, [b"d"])
+        assert pinned_starting_offsets(str(tmp_path / "checkpoint"), "latest", kafka) == first
+        assert json.loads(pinned_starting_offsets(str(tmp_path / "other"), "earliest", kafka)) == \
+            {topic: {"0": 0, "1": 0}}
+    finally:
+        kafka.close()
