@@ -42,7 +42,7 @@ from tests.support.spark_cluster import SparkCluster, app_task_counts
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
 REPO = Path(__file__).resolve().parents[2]
-EVENTS, KEYS, PARTITIONS = 5_000, 1_500, 2
+EVENTS, KEYS, PARTITIONS = 3_500, 1_500, 2
 SHARED_CORES = {  # two apps, two one-core workers: an idle app gives its executors back
     "spark.executor.cores": "1",
     "spark.executor.memory": "1g",

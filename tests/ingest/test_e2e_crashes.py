@@ -55,8 +55,9 @@ from tests.ingest.e2e_support import (
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
 
-# 20 batches: enough for 5 kills (each costs one or two batches) with the suite inside 30 minutes.
-EVENTS = 15_000
+# 14 batches: enough for 5 kills (each kill comes after a committed batch, and costs at most that batch) with the
+# suite inside 30 minutes (the REST case: 7 batches for 3 kills).
+EVENTS = 10_500
 KEYS = 3_000
 PARTITIONS = 3
 MAX_OFFSETS = 750
