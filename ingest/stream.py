@@ -30,7 +30,7 @@ from commit.catalog import Catalog
 from commit.exactly_once import committed_offsets, last_batch_snapshot
 from ingest.batch import BatchProcessor
 from ingest.job import IngestJob, with_decode_schema
-from ingest.kafka_source.offsets import Offsets, parse_offsets, reached, resolve_start
+from ingest.kafka_source.offsets import Offsets, high_offsets, reached, starting_offsets_now
 from ingest.kafka_source.watermarks import TopicWatermarks
 from ingest.metrics import IngestMetrics, LagMonitor, LagProbe
 from ingest.planning import starting_offsets
@@ -251,7 +251,7 @@ def _available_now_end(job: IngestJob, probe: LagProbe) -> Optional[Offsets]:
     """Where an ``availableNow`` run of the Python source ends: the latest offsets now."""
     if job.source.reader != "python" or not job.trigger.available_now:
         return None
-    return {t: {str(p): high for p, (_, high) in parts.items()} for t, parts in probe.watermarks().items()}
+    return high_offsets(probe.watermarks())
 
 
 def _registered_python_source(spark: Any) -> str:
@@ -281,10 +281,7 @@ def pinned_starting_offsets(checkpoint: str, start: str, probe: Union[LagProbe, 
     io = FileIO.for_location(path)
     if io.exists(path):
         return io.read_bytes(path).decode()
-    marks = probe.watermarks()
-    low = {t: {str(p): lh[0] for p, lh in parts.items()} for t, parts in marks.items()}
-    high = {t: {str(p): lh[1] for p, lh in parts.items()} for t, parts in marks.items()}
-    text = json.dumps(resolve_start(parse_offsets(start, "startingOffsets"), low, high))
+    text = json.dumps(starting_offsets_now(start, probe.watermarks()))
     io.write_bytes(path, text.encode())
     return text
 

@@ -96,6 +96,25 @@ def resolve_start(wanted: Union[str, Mapping[str, Mapping[str, int]]],
     return start
 
 
+Marks = Mapping[str, Mapping[int, tuple[int, int]]]
+"""topic -> partition -> (low, high) watermark, as :mod:`ingest.kafka_source.watermarks` reads them."""
+
+
+def low_offsets(marks: Marks) -> Offsets:
+    """Every partition's low watermark, as offsets."""
+    return {t: {str(p): low for p, (low, _) in parts.items()} for t, parts in marks.items()}
+
+
+def high_offsets(marks: Marks) -> Offsets:
+    """Every partition's high watermark (the last stable offset under read_committed), as offsets."""
+    return {t: {str(p): high for p, (_, high) in parts.items()} for t, parts in marks.items()}
+
+
+def starting_offsets_now(option: str, marks: Marks) -> Offsets:
+    """The ``startingOffsets`` option resolved against the watermarks of now."""
+    return resolve_start(parse_offsets(option, "startingOffsets"), low_offsets(marks), high_offsets(marks))
+
+
 def admit(start: Offsets, latest: Offsets, limits: Limits, waited_s: float) -> Offsets:
     """The end offsets of the next batch: ``start`` itself when none should run yet.
 

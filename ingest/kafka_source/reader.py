@@ -45,9 +45,10 @@ from ingest.kafka_source.offsets import (
     Offsets,
     admit,
     capped,
+    high_offsets,
     parse_offsets,
     plan_ranges,
-    resolve_start,
+    starting_offsets_now,
 )
 from ingest.kafka_source.watermarks import TopicWatermarks
 
@@ -102,7 +103,7 @@ class KafkaRangeReader(DataSourceStreamReader):
         marks = self._marks()
         if self._start is None:  # a new checkpoint (Spark may ask for the latest offset first)
             self._start = self._initial(marks)
-        latest = _side(marks, 1) if self._ending is None else capped(_side(marks, 1), self._ending)
+        latest = high_offsets(marks) if self._ending is None else capped(high_offsets(marks), self._ending)
         end = admit(self._start, latest, self._limits, time.monotonic() - self._last_batch)
         if end != self._start:
             self._last_batch = time.monotonic()
@@ -113,8 +114,7 @@ class KafkaRangeReader(DataSourceStreamReader):
         (Floe pins ``startingOffsets`` to concrete offsets, kept in the checkpoint, so a replayed batch 0
         in a new process starts where the first one did.)"""
         if self._initial_offsets is None:
-            wanted = parse_offsets(self._options.get("startingoffsets", "latest"), "startingOffsets")
-            self._initial_offsets = resolve_start(wanted, _side(marks, 0), _side(marks, 1))
+            self._initial_offsets = starting_offsets_now(self._options.get("startingoffsets", "latest"), marks)
         return {t: dict(parts) for t, parts in self._initial_offsets.items()}
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
@@ -155,10 +155,6 @@ def duration_s(text: str) -> float:
     if match is None:
         raise ValueError(f"maxTriggerDelay: expected a duration like '15m', got {text!r}")
     return float(match.group(1)) * _UNIT_S[match.group(2)]
-
-
-def _side(marks: Mapping[str, Mapping[int, tuple[int, int]]], index: int) -> Offsets:
-    return {t: {str(p): lh[index] for p, lh in parts.items()} for t, parts in marks.items()}
 
 
 def _positive(options: Mapping[str, str], name: str) -> Optional[int]:
