@@ -96,3 +96,55 @@ def test_any_json_object_round_trips(obj: dict[str, Any], ensure_ascii: bool) ->
 def test_exact_decimal_parse_is_lossless(value: Decimal) -> None:
     decoded = JsonDecoder(exact_decimals=True).decode(f'{{"v": {value:f}}}'.encode())
     assert decoded["v"] == value
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'{"a": 18446744073709551616}',  # beyond 64 bits: orjson alone gives a float
+        b'{"a": -9223372036854775809}',
+        b'{"a": 18446744073709551615, "b": -9223372036854775808}',
+        b'{"a": 1e400}',  # json: infinity; orjson refuses
+        b'{"a": "\\ud800"}',  # a lone surrogate: json keeps it; orjson refuses
+        b'\xef\xbb\xbf{"a": 1}',  # a byte order mark
+        b'{"a": "x\ty"}',  # a raw control character
+        b'{"a": -0.0, "b": -0, "c": 1E5, "d": 0.1}',
+        b'{"a": 1, "a": 2}',
+        b'{"n": "1234567890123456789012"}',  # a long digit run inside a string
+        b"[" * 2000 + b"]" * 2000,
+        b'{"a": ' + b"[" * 1500 + b"]" * 1500 + b"}",
+    ],
+)
+def test_the_fast_parser_gives_exactly_what_json_gives(payload: bytes) -> None:
+    assert _outcome(JsonDecoder().decode, payload) == _outcome(JsonDecoder()._decode_exactly, payload)
+
+
+def test_an_integer_beyond_64_bits_stays_an_integer() -> None:
+    value = JsonDecoder().decode(b'{"a": 18446744073709551616, "b": -9223372036854775809}')
+    assert value == {"a": 18446744073709551616, "b": -9223372036854775809}
+    assert type(value["a"]) is int and type(value["b"]) is int
+
+
+number_literals = st.from_regex(r"-?(0|[1-9][0-9]{0,24})(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?", fullmatch=True)
+
+
+@given(st.lists(number_literals | st.text(max_size=6).map(json.dumps), max_size=6))
+def test_fast_and_exact_parses_agree_on_numbers_and_strings(literals: list[str]) -> None:
+    payload = ("{" + ", ".join(f'"f{i}": {v}' for i, v in enumerate(literals)) + "}").encode("utf-8")
+    assert _outcome(JsonDecoder().decode, payload) == _outcome(JsonDecoder()._decode_exactly, payload)
+
+
+def _outcome(decode: Any, payload: bytes) -> Any:
+    """The value with each number's type, or the refusal's message."""
+    try:
+        return _typed(decode(payload))
+    except DecodeError as exc:
+        return ("refused", exc.reason)
+
+
+def _typed(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return (type(value).__name__, repr(value))
