@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
+import numpy as np
 import pyarrow as pa
 
 from ingest.kafka_source.offsets import EARLIEST, OffsetRange
@@ -69,8 +70,23 @@ class ConsumeSettings:
     poll_timeout_s: float = 120.0
 
     def consumer_config(self) -> dict[str, Any]:
-        """A consumer that is assigned ranges: no group membership, no commits, errors instead of resets."""
+        """A consumer that is assigned ranges: no group membership, no commits, errors instead of resets.
+
+        Three fetch settings differ from librdkafka's defaults (a configured value wins):
+
+        * ``fetch.queue.backoff.ms`` 10 (default 1000): a reused consumer's new range often waited
+          1 s for its first record, two empty polls, because the fetcher backed off as if the queue
+          were still full of the previous range's prefetched records. Measured in a bench run: 40%
+          of the ranges, 1 s each.
+        * ``fetch.wait.max.ms`` 10 (default 500): a range that ends at the high watermark leaves a
+          fetch waiting at the log end, which should not hold the connection when the next range starts.
+        * ``max.partition.fetch.bytes`` 16 MiB (default 1 MiB): a task reads whole ranges, and bigger
+          fetches read them a fifth faster here.
+        """
         return {
+            "max.partition.fetch.bytes": 16 << 20,
+            "fetch.wait.max.ms": 10,
+            "fetch.queue.backoff.ms": 10,
             **dict(self.client),
             "group.id": f"floe-source-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
@@ -233,22 +249,37 @@ class _RangeRead:
 
 
 def kafka_rows(messages: list[Any], with_headers: bool) -> pa.RecordBatch:
-    """confluent-kafka messages as one batch of :data:`KAFKA_ROW_SCHEMA` (without ``headers`` unless wanted:
-    they cost the most to build, and only a header column reads them)."""
+    """confluent-kafka messages of one partition as one batch of :data:`KAFKA_ROW_SCHEMA`.
+
+    Without ``headers`` unless wanted: they cost the most to build, and only a header column reads
+    them. The topic and partition are one value repeated, and the offsets a run unless transaction
+    markers left gaps, so only key, value and timestamp are read message by message.
+    """
+    first, count = messages[0], len(messages)
     stamps = [m.timestamp() for m in messages]
     columns = [
         pa.array([m.key() for m in messages], pa.binary()),
         pa.array([m.value() for m in messages], pa.binary()),
-        pa.array([m.topic() for m in messages], pa.string()),
-        pa.array([m.partition() for m in messages], pa.int32()),
-        pa.array([m.offset() for m in messages], pa.int64()),
+        pa.repeat(pa.scalar(first.topic(), pa.string()), count),
+        pa.repeat(pa.scalar(first.partition(), pa.int32()), count),
+        _offsets(messages),
         pa.array([ms * 1000 if kind else None for kind, ms in stamps], pa.int64()).cast(pa.timestamp("us", "UTC")),
         pa.array([_TIMESTAMP_TYPES.get(kind, -1) for kind, _ in stamps], pa.int32()),
     ]
     if not with_headers:
-        return pa.RecordBatch.from_arrays(columns, schema=KAFKA_ROW_SCHEMA.remove(KAFKA_ROW_SCHEMA.get_field_index("headers")))
+        return pa.RecordBatch.from_arrays(columns, schema=_ROWS_WITHOUT_HEADERS)
     columns.append(pa.array([_headers(m.headers()) for m in messages], pa.list_(_HEADER)))
     return pa.RecordBatch.from_arrays(columns, schema=KAFKA_ROW_SCHEMA)
+
+
+_ROWS_WITHOUT_HEADERS = KAFKA_ROW_SCHEMA.remove(KAFKA_ROW_SCHEMA.get_field_index("headers"))
+
+
+def _offsets(messages: list[Any]) -> pa.Array:
+    first, last = messages[0].offset(), messages[-1].offset()
+    if last - first + 1 == len(messages):
+        return pa.array(np.arange(first, last + 1, dtype=np.int64))
+    return pa.array([m.offset() for m in messages], pa.int64())
 
 
 def _headers(pairs: Any) -> list[Mapping[str, Any]]:

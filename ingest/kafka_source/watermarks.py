@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
-Marks = dict[str, dict[int, tuple[int, int]]]
-"""topic -> partition -> (low, high) watermark."""
+from ingest.kafka_source.offsets import Marks
+
+log = logging.getLogger(__name__)
 
 
 class TopicWatermarks:
@@ -49,15 +51,36 @@ class TopicWatermarks:
         return {t: sorted(metadata.topics[t].partitions) for t in names}
 
     def watermarks(self) -> Marks:
+        """topic -> partition -> (low, high) watermark."""
         from confluent_kafka import TopicPartition
 
-        result: Marks = {}
+        result: dict[str, dict[int, tuple[int, int]]] = {}
         for topic, partitions in self.topic_partitions().items():
             for p in partitions:
-                low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=self._timeout,
-                                                                 cached=False)
-                result.setdefault(topic, {})[p] = (low, high)
+                result.setdefault(topic, {})[p] = self._watermark(TopicPartition(topic, p))
         return result
+
+    def _watermark(self, partition: Any) -> tuple[int, int]:
+        """One partition's watermarks, riding out retriable errors within the timeout.
+
+        A partition whose leader is moving (just after the topic was created or
+        partitions were added, or while a broker restarts) answers "not leader"
+        for a moment; that is a retry, not a failed batch or start.
+        """
+        from confluent_kafka import KafkaError, KafkaException
+
+        moving = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART)
+        deadline, pause = time.monotonic() + self._timeout, 0.05
+        while True:
+            try:
+                return self._consumer.get_watermark_offsets(partition, timeout=self._timeout, cached=False)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if not (error.retriable() or error.code() in moving) or time.monotonic() + pause > deadline:
+                    raise
+                log.debug("watermarks of %s/%d: %s; retrying", partition.topic, partition.partition, error.str())
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
 
     def close(self) -> None:
         self._consumer.close()

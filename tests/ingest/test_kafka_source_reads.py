@@ -107,3 +107,17 @@ def test_starting_offsets_are_resolved_once_per_checkpoint(kafka_bootstrap, new_
             {topic: {"0": 0, "1": 0}}
     finally:
         kafka.close()
+
+
+def test_watermarks_of_topics_just_created_ride_out_a_moving_leader(kafka_bootstrap, new_topic):
+    """Right after a topic is created, a partition may answer "not leader" for a moment (seen
+    starting a query on a new topic): the start waits it out instead of failing."""
+    from ingest.kafka_source.watermarks import TopicWatermarks
+
+    for _ in range(8):
+        topic = new_topic("src-fresh", partitions=4)
+        probe = TopicWatermarks({"bootstrap.servers": kafka_bootstrap}, (topic,), None)
+        try:
+            assert probe.watermarks() == {topic: {p: (0, 0) for p in range(4)}}
+        finally:
+            probe.close()
