@@ -9,16 +9,20 @@ the public API calls. With pandas installed, the public API is used.
 
 Every Arrow map of Floe goes through here, so this is also where a task takes
 the storage credentials its table's catalog vended along
-(:meth:`table.storage_credentials.CredentialStore.carried`).
+(:meth:`table.storage_credentials.CredentialStore.carried`), and where its
+Python worker stops re-reading Spark's archives before every task
+(:mod:`runtime.python_worker`).
 """
 
 from __future__ import annotations
 
 import importlib.util
+from functools import partial
 from typing import Any, Callable, Iterator, Union
 
 import pyarrow as pa
 
+from runtime.python_worker import skip_unchanged_archive_rereads
 from table.storage_credentials import VENDED
 
 ArrowMapFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
@@ -26,7 +30,7 @@ ArrowMapFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]
 
 def map_in_arrow(df: Any, func: ArrowMapFunction, schema: Union[Any, str]) -> Any:
     """``df.mapInArrow(func, schema)``, with or without pandas installed."""
-    func = VENDED.carried(func)
+    func = partial(_in_worker, func=VENDED.carried(func))
     if importlib.util.find_spec("pandas") is not None:
         return df.mapInArrow(func, schema)
     from pyspark.sql import DataFrame
@@ -36,3 +40,8 @@ def map_in_arrow(df: Any, func: ArrowMapFunction, schema: Union[Any, str]) -> An
     udf = _create_udf(func, schema, PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
     column = udf(*[df[name] for name in df.columns])
     return DataFrame(df._jdf.mapInArrow(column._jc, False, None), df.sparkSession)
+
+
+def _in_worker(batches: Iterator[pa.RecordBatch], func: ArrowMapFunction) -> Iterator[pa.RecordBatch]:
+    skip_unchanged_archive_rereads()
+    return func(batches)

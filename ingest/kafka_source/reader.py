@@ -51,6 +51,7 @@ from ingest.kafka_source.offsets import (
     starting_offsets_now,
 )
 from ingest.kafka_source.watermarks import TopicWatermarks
+from runtime.python_worker import skip_unchanged_archive_rereads
 
 log = logging.getLogger("floe.ingest")
 
@@ -124,6 +125,7 @@ class KafkaRangeReader(DataSourceStreamReader):
         return [RangePartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
+        skip_unchanged_archive_rereads()  # this runs in a Python worker of its own, before the map's
         r: OffsetRange = partition.value
         yield (r.topic, r.partition, r.start, r.until)
 
