@@ -122,8 +122,14 @@ class SourceSpec:
             raise JobSpecError("source.kafka_properties", f"{reserved} are set by Floe or refused by Spark")
 
     def spark_options(self) -> dict[str, str]:
-        """Options of Spark's Kafka source (``kafka.*`` included). Contains secrets."""
-        options = {f"kafka.{k}": v for k, v in as_dict(self.kafka_properties).items()}
+        """Options of Spark's Kafka source (``kafka.*`` included). Contains secrets.
+
+        The consumer reads committed records only (``isolation.level=read_committed``) unless the
+        properties say otherwise: Kafka's Java consumer defaults to ``read_uncommitted``, which would
+        land the records of aborted transactions, where Floe's own source (librdkafka) skips them.
+        """
+        options = {"kafka.isolation.level": "read_committed"}
+        options.update({f"kafka.{k}": v for k, v in as_dict(self.kafka_properties).items()})
         options["kafka.bootstrap.servers"] = self.bootstrap_servers
         if self.topic_pattern is not None:
             options["subscribePattern"] = self.topic_pattern

@@ -231,6 +231,9 @@ def test_spark_options_pass_client_properties_as_kafka_options():
     assert options["subscribe"] == "t"
     assert options["includeHeaders"] == "true"
     assert (options["maxOffsetsPerTrigger"], options["minOffsetsPerTrigger"], options["maxTriggerDelay"]) == ("100", "10", "5m")
+    assert options["kafka.isolation.level"] == "read_committed", "aborted transactions are skipped, as librdkafka does"
+    chosen = _job(kafka_properties={"isolation.level": "read_uncommitted"}).source.spark_options()
+    assert chosen["kafka.isolation.level"] == "read_uncommitted"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,130 @@
+"""What Kafka itself does to a topic, end to end through a whole query, on both sources.
+
+* A transactional producer commits some transactions and aborts others: only
+  committed records land (``read_committed``, which Floe sets for Spark's
+  source too), and a column filled from a record header carries each record's own.
+* Retention deletes offsets the table has not read yet: with
+  ``fail_on_data_loss`` the run fails and commits nothing; without it the next
+  run skips to the oldest offset Kafka still holds.
+
+Each case runs on Spark's Kafka source and on Floe's (``reader: python``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from commit.catalog import Catalog
+from commit.exactly_once import committed_offsets
+from ingest.decode_batch import DecodeSpec
+from ingest.job import CatalogSpec, IngestJob, SourceSpec, TableSpec, TriggerSpec
+from ingest.stream import run_ingest
+from table.io import FileIO
+from table.scan import TableScan
+from table.schema import Schema
+from table.types import LongType, NestedField, StringType
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+READERS = ("spark", "python")
+ROWS = Schema(
+    NestedField(1, "id", LongType(), required=True),
+    NestedField(2, "name", StringType()),
+    NestedField(3, "origin", StringType()),
+)
+
+
+def _job(bootstrap: str, topic: str, tmp: Path, reader: str, **source) -> IngestJob:
+    decode = DecodeSpec(ROWS, metadata_columns={"origin": "headers.origin"})
+    return IngestJob(
+        source=SourceSpec(bootstrap, topics=(topic,), max_offsets_per_trigger=400, reader=reader, **source),
+        table=TableSpec("db.rows", decode),
+        catalog=CatalogSpec(f"sqlite:///{tmp / 'catalog.db'}", f"{tmp}/warehouse"),
+        checkpoint_location=f"{tmp}/checkpoint",
+        trigger=TriggerSpec(available_now=True),
+    )
+
+
+def _value(i: int) -> bytes:
+    return json.dumps({"id": i, "name": f"n{i}"}).encode()
+
+
+def _table_rows(job: IngestJob) -> list[dict]:
+    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+        metadata = catalog.load_table(job.table.identifier).metadata
+    rows = TableScan(FileIO.for_location(metadata.location), metadata).to_arrow().to_pylist()
+    return sorted(rows, key=lambda r: r["id"])
+
+
+def _committed(job: IngestJob) -> dict:
+    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+        return committed_offsets(catalog.load_table(job.table.identifier).metadata)
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_aborted_transactions_never_land_and_headers_fill_their_column(
+        spark, kafka_bootstrap, new_topic, tmp_path: Path, reader: str):
+    topic = new_topic(f"e2e-txn-{reader}", partitions=2)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": f"floe-e2e-{topic}"})
+    producer.init_transactions(30)
+    expected, last = [], {0: -1, 1: -1}
+    for n in range(6):
+        delivered: list = []
+        producer.begin_transaction()
+        for i in range(n * 100, n * 100 + 100):
+            producer.produce(topic, value=_value(i), partition=i % 2, headers=[("origin", f"txn-{n}".encode())],
+                             on_delivery=lambda err, msg: delivered.append((msg.partition(), msg.offset())))
+        producer.flush(30)  # delivered: an aborted transaction's records are in the log too, behind its marker
+        if n % 2:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+            expected += [{"id": i, "name": f"n{i}", "origin": f"txn-{n}"} for i in range(n * 100, n * 100 + 100)]
+            for partition, offset in delivered:
+                last[partition] = max(last[partition], offset)
+    job = _job(kafka_bootstrap, topic, tmp_path, reader)
+    assert run_ingest(job, spark).await_termination(240), "the availableNow run did not end"
+    assert _table_rows(job) == expected
+    # the table records the offset after the last committed record (the markers and the aborted
+    # transaction after it hold nothing to read)
+    assert _committed(job) == {topic: {p: offset + 1 for p, offset in last.items()}}
+    assert run_ingest(job, spark).await_termination(120)
+    assert _table_rows(job) == expected, "a second run finds nothing more"
+
+@pytest.mark.parametrize("reader", READERS)
+def test_offsets_deleted_by_retention_fail_the_run_or_are_skipped(
+        spark, kafka_bootstrap, new_topic, tmp_path: Path, reader: str):
+    topic = new_topic(f"e2e-loss-{reader}")
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True})
+
+    def produce(ids: range) -> None:
+        for i in ids:
+            producer.produce(topic, value=_value(i), headers=[("origin", b"p")])
+        assert producer.flush(30) == 0
+
+    produce(range(30))
+    job = _job(kafka_bootstrap, topic, tmp_path, reader)
+    assert run_ingest(job, spark).await_termination(240)
+    assert _committed(job) == {topic: {0: 30}}
+    produce(range(30, 100))
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, 60)]).values():
+        future.result(timeout=30)
+
+    query = run_ingest(job, spark)
+    with pytest.raises(Exception) as failed:
+        query.await_termination(240)
+    message = str(failed.value)
+    assert ("offsets 30..59 were deleted" in message) if reader == "python" else ("lost" in message), message[:2000]
+    assert _committed(job) == {topic: {0: 30}}, "a failed run commits nothing"
+
+    lenient = dataclasses.replace(job, source=dataclasses.replace(job.source, fail_on_data_loss=False))
+    assert run_ingest(lenient, spark).await_termination(240)
+    assert _committed(job) == {topic: {0: 100}}
+    assert [r["id"] for r in _table_rows(job)] == list(range(30)) + list(range(60, 100))
