@@ -18,7 +18,7 @@ from typing import Any, Mapping, Optional
 
 from ingest.kafka_source.offsets import Marks
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("floe.ingest")
 
 
 class TopicWatermarks:
