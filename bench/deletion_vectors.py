@@ -18,6 +18,8 @@ machine is shared and noisy. Twice: the whole scan (``TableScan.to_batches``,
 planning included) and ``read_tasks`` alone over tasks planned before.
 Throughput is in data-file rows read per second. The target: DVs read at
 least 0.9x the reference, in both; the run exits 1 when either misses it.
+Floe's reader applies deletes while a helper thread reads ahead, so this
+measures two cores; ``taskset -c 0`` measures one.
 Before timing, the DV and position-delete snapshots are read once and must
 return exactly rows - deleted, the same ids, and every DV task must carry
 exactly one DV (so the benchmark cannot pass by reading wrong).

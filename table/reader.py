@@ -3,7 +3,9 @@
 For each task the data file is read by field id (:mod:`table.parquet.projection`),
 its delete files are applied while it streams (:mod:`table.deletes.filter`),
 then the row filter and the task's residual. Columns needed only for deletes
-or the filter are read and dropped before the batch is returned.
+or the filter are read and dropped before the batch is returned. Reading runs
+one stage ahead on a helper thread (:func:`read_ahead`): the data files'
+batches and the tasks' deletes are read there, the deletes applied here.
 
 With ``with_positions`` every batch also carries the ``_pos`` metadata column
 (:data:`table.schema.ROW_POSITION`): each live row's position in its data
@@ -18,7 +20,9 @@ Compaction copies them into the files it writes, so rows keep their ids.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Optional, Sequence
+import queue
+import threading
+from typing import Iterable, Iterator, Optional, Sequence, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,6 +41,8 @@ from table.schema import LINEAGE_FIELDS, ROW_POSITION, Schema
 from table.tasks import FileScanTask
 
 DEFAULT_MAX_EQUALITY_KEYS = 1_000_000
+T = TypeVar("T")
+_ITEM, _END, _ERROR = object(), object(), object()
 
 
 def read_tasks(
@@ -77,14 +83,32 @@ def read_tasks(
     positions = position_cache if position_cache is not None else PositionCache(position_cache_bytes)
     output = lineage_schema(projected_schema) if with_lineage else projected_schema
     output = positioned_schema(output) if with_positions else output
-    for task in tasks:
-        residual = bound
-        if task.residual not in (ALWAYS_TRUE, bound):
-            residual = and_(bound, bind(task.residual, schema))
-        task_reader = _TaskReader(
-            io, task, schema, output, residual, batch_size, max_equality_keys, shared, positions
-        )
-        yield from task_reader.batches(with_positions)
+    readers = (
+        _TaskReader(io, task, schema, output, _residual(bound, task, schema), batch_size, max_equality_keys,
+                    shared, positions, with_positions)
+        for task in tasks
+    )
+    for reader, deletes, start, batch in read_ahead(_decoded(readers)):
+        live = reader.live(deletes, start, batch)
+        if live is not None:
+            yield live
+
+
+def _residual(bound: BooleanExpression, task: FileScanTask, schema: Schema) -> BooleanExpression:
+    """The scan's filter, and the task's residual when it adds to it."""
+    if task.residual in (ALWAYS_TRUE, bound):
+        return bound
+    return and_(bound, bind(task.residual, schema))
+
+
+def _decoded(readers: Iterable[_TaskReader]) -> Iterator[tuple[_TaskReader, DeleteFilter, int, pa.RecordBatch]]:
+    """The read stage, which :func:`read_ahead` runs on its helper thread: for
+    each task its deletes, loaded, then its data file's batches (each with its
+    first row's position)."""
+    for reader in readers:
+        deletes = reader.load_deletes()
+        for start, batch in reader.data.batches(reader.read_schema):
+            yield reader, deletes, start, batch
 
 
 def lineage_schema(schema: Schema) -> Schema:
@@ -111,6 +135,7 @@ class _TaskReader:
         max_equality_keys: int,
         key_cache: DeleteKeyCache,
         position_cache: PositionCache,
+        with_positions: bool,
     ) -> None:
         self.io = io
         self.task = task
@@ -122,24 +147,75 @@ class _TaskReader:
         key_ids = equality_key_ids(task.equality_deletes)
         self.read_schema = _read_schema(schema, output, residual, key_ids, task.equality_deletes, io)
         self.data = ParquetFile(io, task.data_file, batch_size)
+        self.with_positions = with_positions
+        self.lineage = LINEAGE_FIELDS[0].field_id in self.read_schema.field_ids
+        self.arrow_filter = None if residual is ALWAYS_TRUE else to_arrow_filter(residual)
 
-    def batches(self, with_positions: bool) -> Iterator[pa.RecordBatch]:
-        deletes = DeleteFilter.load(
+    def load_deletes(self) -> DeleteFilter:
+        return DeleteFilter.load(
             self.io, self.task, self.read_schema, self.data, self.max_equality_keys, self.key_cache,
             self.position_cache,
         )
-        arrow_filter = None if self.residual is ALWAYS_TRUE else to_arrow_filter(self.residual)
-        lineage = LINEAGE_FIELDS[0].field_id in self.read_schema.field_ids
-        for start, batch in self.data.batches(self.read_schema):
-            if lineage:
-                batch = _with_lineage(batch, start, self.task)
-            if with_positions:
-                batch = _with_positions(batch, start)
-            batch = deletes.apply(batch, start)
-            if arrow_filter is not None:
-                batch = batch.filter(arrow_filter)
-            if batch.num_rows:
-                yield project_batch(batch, self.output, self.data.path)
+
+    def live(self, deletes: DeleteFilter, start: int, batch: pa.RecordBatch) -> Optional[pa.RecordBatch]:
+        """The rows of ``batch`` (the data file's, from position ``start``) that
+        are live and match the residual, as the output schema; None when none is."""
+        if self.lineage:
+            batch = _with_lineage(batch, start, self.task)
+        if self.with_positions:
+            batch = _with_positions(batch, start)
+        batch = deletes.apply(batch, start)
+        if self.arrow_filter is not None:
+            batch = batch.filter(self.arrow_filter)
+        return project_batch(batch, self.output, self.data.path) if batch.num_rows else None
+
+
+def read_ahead(items: Iterator[T], depth: int = 1) -> Iterator[T]:
+    """``items`` in order, produced on a helper thread up to ``depth`` ahead of the caller.
+
+    Why: Parquet decoding and delete application both run in Arrow with the
+    GIL released, so the next batches decode (and the next task's deletes
+    load) while the caller applies this batch's deletes and consumes it; on
+    two cores a scan with deletes then costs about what one without does.
+    An error raised producing an item is raised here, in its place. Closing
+    this iterator early stops the helper and closes ``items`` on it (a
+    generator is closed by the thread that runs it).
+    """
+    handoff: queue.Queue = queue.Queue(depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                handoff.put((_ITEM, item))
+                if stop.is_set():
+                    return
+            handoff.put((_END, None))
+        except BaseException as error:  # noqa: BLE001 - handed to the caller, raised there
+            handoff.put((_ERROR, error))
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    helper = threading.Thread(target=produce, name="floe-read-ahead", daemon=True)
+    helper.start()
+    try:
+        while True:
+            kind, value = handoff.get()
+            if kind is _ITEM:
+                yield value
+            elif kind is _ERROR:
+                raise value
+            else:
+                return
+    finally:
+        stop.set()
+        while helper.is_alive():  # unblock a put waiting for room, until the helper is gone
+            try:
+                handoff.get(timeout=0.05)
+            except queue.Empty:
+                pass
 
 
 def _with_positions(batch: pa.RecordBatch, start: int) -> pa.RecordBatch:

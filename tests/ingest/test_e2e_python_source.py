@@ -5,9 +5,11 @@ A running query (1 s trigger, ``maxOffsetsPerTrigger``, so several batches)
 ingests change events (inserts, updates, deletes, tombstones) of an upsert
 table; it is stopped, more changes arrive, and it restarts on its checkpoint
 (rate-limited from where the offset log ends); then the topic gains a
-partition while the query runs, and new keys arrive on every partition. Floe's reader and Iceberg Java must return exactly
-the expected table, the committed offsets must reach every partition's end,
-including the new one, and every batch must be committed once.
+partition while the query runs, and new keys arrive on every partition.
+Floe's reader and Iceberg Java must return exactly the expected table, the
+committed offsets must reach every partition's end, including the new one,
+and every batch must be committed once. That case runs on Spark's Kafka
+source too.
 """
 
 from __future__ import annotations
@@ -54,13 +56,15 @@ def _wait_for_offsets(job, topic: str, ends: dict[int, int], query, timeout_s: f
     raise AssertionError(f"committed offsets {committed} never reached {ends}")
 
 
-def test_upserts_land_exactly_through_the_python_source_while_partitions_are_added(
-        spark, kafka_bootstrap, new_topic, iceberg_oracle, tmp_path: Path):
-    topic = new_topic("e2e-pysource", partitions=2)
+# Spark's Kafka source too: a partition it discovers must reach Floe's committed offsets the same way.
+@pytest.mark.parametrize("reader", ["python", "spark"])
+def test_upserts_land_exactly_while_partitions_are_added(spark, kafka_bootstrap, new_topic, iceberg_oracle,
+                                                         tmp_path: Path, reader: str):
+    topic = new_topic(f"e2e-{reader}-source", partitions=2)
     delivered = produce(kafka_bootstrap, topic, change_events(EVENTS, KEYS, seed=11))
     job = upsert_job(kafka_bootstrap, topic, tmp_path, max_offsets=MAX_OFFSETS, available_now=False,
                      processing_time=1.0)
-    job = dataclasses.replace(job, source=dataclasses.replace(job.source, reader="python"))
+    job = dataclasses.replace(job, source=dataclasses.replace(job.source, reader=reader))
     query = run_ingest(job, spark)
     try:
         _wait_for_offsets(job, topic, _ends(delivered), query)

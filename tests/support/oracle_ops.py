@@ -26,6 +26,23 @@ def read_by_metadata_location(spark: Any, metadata_location: str, columns: Optio
     return df.toArrow()
 
 
+def read_snapshots_by_metadata_location(spark: Any, metadata_location: str, snapshot_ids: list[int],
+                                        snapshot_column: str = "_snapshot") -> Any:
+    """The live rows of each of ``snapshot_ids``, in one Spark job: the rows of
+    every snapshot, with ``snapshot_column`` naming the snapshot they belong to.
+
+    One job for a table's whole history, instead of one per snapshot: each
+    is its own Iceberg scan (``versionAsOf``), planned by Iceberg Java.
+    """
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    frames = [spark.read.format("iceberg").option("versionAsOf", str(snapshot_id)).load(metadata_location)
+              .withColumn(snapshot_column, F.lit(snapshot_id)) for snapshot_id in snapshot_ids]
+    return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames).toArrow()
+
+
 def current_metadata_location(spark: Any, table: str) -> str:
     """The metadata file the catalog currently points ``table`` at."""
     jtable = _load_table(spark, table)

@@ -4,6 +4,7 @@ hand-written tables, checked against pyiceberg where it can read them."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from decimal import Decimal
 from typing import Any, Optional, Sequence
@@ -25,7 +26,7 @@ from table.metadata_json import write_table_metadata
 from table.parquet.projection import ParquetFile
 from table.parquet.writer import DataFileWriter
 from table.partitioning import PartitionField, PartitionSpec
-from table.reader import read_tasks
+from table.reader import read_ahead, read_tasks
 from table.scan import TableScan
 from table.schema import Schema
 from table.tasks import FileScanTask
@@ -516,3 +517,47 @@ def test_reader_agrees_with_a_python_model(
     )
     result = pa.Table.from_batches(list(batches), schema=schema_to_arrow(table.schema))
     assert [tuple(r.values()) for r in result.to_pylist()] == expected
+
+
+# --------------------------------------------------------------------------
+# read_ahead: the next batch is produced on a helper thread
+# --------------------------------------------------------------------------
+
+
+def test_read_ahead_keeps_order_and_produces_on_another_thread():
+    produced_on: list[str] = []
+
+    def items():
+        for i in range(5):
+            produced_on.append(threading.current_thread().name)
+            yield i
+
+    assert list(read_ahead(items())) == [0, 1, 2, 3, 4]
+    assert produced_on and all(name.startswith("floe-read-ahead") for name in produced_on)
+
+
+def test_read_ahead_raises_an_error_in_the_place_of_its_item():
+    def items():
+        yield 1
+        raise MalformedFileError("f.parquet", None, "broken page")
+
+    got = read_ahead(items())
+    assert next(got) == 1
+    with pytest.raises(MalformedFileError, match="broken page"):
+        next(got)
+
+
+def test_read_ahead_closed_early_closes_its_source():
+    closed: list[bool] = []
+
+    def items():
+        try:
+            for i in range(100):
+                yield i
+        finally:
+            closed.append(True)
+
+    got = read_ahead(items())
+    assert next(got) == 0
+    got.close()
+    assert closed == [True]
