@@ -37,7 +37,7 @@ from typing import Any, Callable, Optional
 from commit.catalog import Catalog
 from commit.coordinator import BatchCommitResult, commit_batch
 from commit.errors import CommitStateUnknown
-from commit.exactly_once import BatchStatus, branch_history, check_batch
+from commit.exactly_once import BatchStatus, branch_history, check_batch, committed_offsets
 from commit.key_index.bucket import BucketChange
 from commit.key_index.manifest import KeyIndexConflict, KeyIndexStale
 from commit.operations.errors import DuplicateDeletionVectors, MissingFiles, MissingReferencedDataFiles
@@ -49,7 +49,16 @@ from ingest.frame import BUCKET_COLUMN, PKEY_COLUMN, FrameSpec, decode_frame, fr
 from ingest.job import IngestJob, TableSpec
 from ingest.kafka_source.rows import KafkaRows
 from ingest.metrics import IngestMetrics
-from ingest.planning import MAX_TIMESTAMPS, BatchStats, batch_stats, encode_timestamps, replayed_records
+from ingest.planning import (
+    MAX_TIMESTAMPS,
+    BatchStats,
+    PerPartition,
+    batch_stats,
+    encode_timestamps,
+    parse_offset_log_entry,
+    replayed_records,
+    through_planned_ends,
+)
 from ingest.reduce import key_column, reduce_to_latest
 from ingest.upsert_index import (
     IndexStart,
@@ -181,8 +190,11 @@ class BatchProcessor:
                                 duration_s=time.monotonic() - started)
         with VENDED.scoped_to(metadata.location):  # the batch's tasks carry this table's vended keys only
             written, stats, index = self._write(df, metadata)
+        stats = through_planned_ends(stats, *self._planned_and_committed(batch_id, metadata))
         if stats.empty:
             _delete_files(metadata, _index_paths(index))
+            if stats.covers_offsets:  # transaction markers, aborted records: commit where the table now stands
+                return self._finish(batch_id, stats, BatchFiles([], [], 0), metadata, started)
             self._metrics.batch_empty(ident)
             return BatchOutcome(batch_id, "empty", duration_s=time.monotonic() - started)
         if stats.bad_records:
@@ -223,6 +235,19 @@ class BatchProcessor:
         else:
             out = self._shuffled(source, metadata, fail)
         return read_written(out), batch_stats(read_stats(out)), index
+
+    def _planned_and_committed(self, batch_id: int, metadata: TableMetadata) -> tuple[PerPartition, PerPartition]:
+        """The batch's end offsets in Spark's offset log, and the table's committed offsets of those partitions.
+
+        Nothing (the offsets seen then stand) when the checkpoint holds no
+        entry for the batch: ``process`` called outside a streaming query.
+        """
+        path = f"{self._job.checkpoint_location.rstrip('/')}/offsets/{batch_id}"
+        io = FileIO.for_location(path)
+        if not io.exists(path):
+            return {}, {}
+        planned = parse_offset_log_entry(io.read_bytes(path).decode(), path)
+        return planned, committed_offsets(metadata, partitions=planned)
 
     def _kafka_rows(self, df: Any) -> KafkaRows:
         """The batch's records: in ``df`` (Spark's Kafka source), or read by the tasks from its ranges."""

@@ -6,16 +6,22 @@ topic, partition and error class: :data:`STATS_COLUMNS`, several tasks may
 report the same partition) and gets back what the commit records and what
 the metrics report.
 
-Offsets are recorded as the range of offsets *seen* in the batch, first to
-last + 1, per partition (dead letters included): a replayed batch reads the
-same range from Spark's offset log and yields the same ranges, which is what
-the exactly-once check compares. Beside them the summary keeps each
-partition's newest Kafka timestamp (``floe.kafka.max-timestamps``), from which
-the freshness gauge is derived.
+Offsets are recorded per partition as the range of offsets the batch
+covered: from the first offset seen (dead letters included) to the batch's
+end in Spark's offset log (:func:`through_planned_ends`), else to the last
+offset seen + 1. The end matters for transactional topics: a transaction's
+commit marker, and an aborted transaction, take offsets but hold no record
+to see, so a table that stopped after the last record would lag its topic
+forever. A replayed batch reads the same offset log entry and the same
+records, and yields the same ranges, which is what the exactly-once check
+compares. Beside them the summary keeps each partition's newest Kafka
+timestamp (``floe.kafka.max-timestamps``), from which the freshness gauge is
+derived.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass, field
@@ -49,6 +55,11 @@ class BatchStats:
         return self.records == 0
 
     @property
+    def covers_offsets(self) -> bool:
+        """Whether any partition's range holds an offset: a record, or a transaction marker or aborted record."""
+        return any(end > start for ranges in self.offsets.values() for start, end in ranges.values())
+
+    @property
     def bad_records(self) -> int:
         return sum(self.dead_letters.values())
 
@@ -78,8 +89,53 @@ def batch_stats(rows: Iterable[Mapping[str, Any]]) -> BatchStats:
     return BatchStats(offsets, newest, records, good, dead)
 
 
+def parse_offset_log_entry(text: str, where: str) -> PerPartition:
+    """topic -> partition -> end offset of a batch, from Spark's offset log entry (``offsets/<batch id>``).
+
+    The entry is a version line (``v1``), a line of batch metadata, then one
+    line per source of the query: Floe's query has one Kafka source, and both
+    Spark's and Floe's write its offsets as ``{"topic": {"partition": offset}}``.
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) != 3 or not lines[0].startswith("v"):
+        raise ValueError(f"{where}: expected a version line, a metadata line and one source's offsets, "
+                         f"found {len(lines)} lines")
+    try:
+        obj = json.loads(lines[2])
+        return {topic: {int(p): int(o) for p, o in parts.items()} for topic, parts in obj.items()}
+    except (ValueError, AttributeError, TypeError) as error:
+        raise ValueError(f"{where}: the source's offsets are not Kafka offsets: {error}") from error
+
+
+def through_planned_ends(stats: BatchStats, planned: Mapping[str, Mapping[int, int]],
+                         committed: Mapping[str, Mapping[int, int]]) -> BatchStats:
+    """``stats`` with each partition's range running to the batch's planned end. Pure.
+
+    Spark read every offset up to the planned end; where no record follows
+    the last one seen (a commit marker, an aborted transaction), the range
+    still ends there. A partition without a record in this batch whose end
+    moved past the table's ``committed`` offset gets the range from that
+    offset (an empty one, at the end, where the table never covered it).
+    """
+    offsets: Offsets = {t: dict(ranges) for t, ranges in stats.offsets.items()}
+    for topic, ends in planned.items():
+        for partition, end in ends.items():
+            if end < 0:  # not resolved (a new partition's "earliest" that nothing read yet)
+                continue
+            seen = offsets.get(topic, {}).get(partition)
+            if seen is not None:
+                offsets[topic][partition] = (seen[0], max(seen[1], end))
+                continue
+            done = committed.get(topic, {}).get(partition)
+            if done is None or end > done:
+                start = end if done is None else done
+                offsets.setdefault(topic, {})[partition] = (start, end)
+    return dataclasses.replace(stats, offsets=offsets)
+
+
 def replayed_records(offsets: Mapping[str, Mapping[int, OffsetRange]]) -> int:
-    """Records a committed batch covered, from its offset ranges (for a skipped replay)."""
+    """Offsets a committed batch covered, from its offset ranges (for a skipped replay): its
+    records, and the transaction markers and aborted records among them."""
     return sum(end - start for ranges in offsets.values() for start, end in ranges.values())
 
 

@@ -233,8 +233,9 @@ def describes_snapshot(manifest: IndexManifest, metadata: TableMetadata, head_id
 
     It is when it was written for that snapshot, or for an ancestor and every
     snapshot since changed no data file (a maintenance commit that only
-    removed delete files, or a foreign delete-only commit: a key whose row a
-    foreign delete removed keeps an entry, and deleting it again is harmless).
+    removed delete files, a foreign delete-only commit: a key whose row a
+    foreign delete removed keeps an entry, and deleting it again is harmless;
+    or a batch of transaction markers, which changed no file at all).
     """
     if manifest.snapshot_id == head_id:
         return True
@@ -249,6 +250,8 @@ def describes_snapshot(manifest: IndexManifest, metadata: TableMetadata, head_id
 
 
 def _changes_data(summary: Mapping[str, str]) -> bool:
+    if summary.get("changed-partition-count") == "0":
+        return False  # no file added or removed: a commit of Kafka offsets only (transaction markers)
     counts = [summary.get("added-data-files"), summary.get("deleted-data-files")]
     if summary.get("operation") in ("append", "overwrite", "replace") and all(c is None for c in counts):
         return True  # a writer that keeps no counts: assume the worst

@@ -99,6 +99,15 @@ def test_another_engines_delete_becomes_tombstones_at_the_next_indexed_commit(ta
     assert_clean(table)
 
 
+def test_a_batch_of_transaction_markers_only_keeps_the_index_current(table: CommitTable) -> None:
+    indexed_append(table, [1, 2])
+    table.commit(RowDelta([], []))  # a batch that read no record: its Kafka offsets only, no file
+    assert table.current().summary["changed-partition-count"] == "0"
+    assert describes(current_manifest(table.io, table.metadata()), table.metadata())
+    indexed_append(table, [3])
+    assert_clean(table)
+
+
 def test_another_engines_append_makes_the_index_stale_and_the_next_commit_refuses(table: CommitTable) -> None:
     indexed_append(table, [1, 2])
     table.append([100])

@@ -23,13 +23,16 @@ from ingest.job import (
 )
 from ingest.planning import (
     MAX_TIMESTAMPS,
+    BatchStats,
     batch_stats,
     committed_timestamps,
     consumer_lag,
     decode_timestamps,
     encode_timestamps,
+    parse_offset_log_entry,
     replayed_records,
     starting_offsets,
+    through_planned_ends,
 )
 from ingest.table_setup import job_schema, needs_global_deletes
 from ingest.writer import keys_determine_partition
@@ -289,3 +292,37 @@ def test_a_new_streaming_table_deletes_old_metadata_files_unless_the_job_says_ot
                                                identifier="db.b"))
     assert default.metadata.properties["write.metadata.delete-after-commit.enabled"] == "true"
     assert chosen.metadata.properties["write.metadata.delete-after-commit.enabled"] == "false"
+
+
+# --------------------------------------------------------------------------
+# The batch's planned ends (Spark's offset log)
+# --------------------------------------------------------------------------
+
+OFFSET_LOG = 'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}\n{"t":{"0":120,"1":40}}\n'
+
+
+def test_an_offset_log_entry_gives_the_batch_ends():
+    assert parse_offset_log_entry(OFFSET_LOG, "cp/offsets/3") == {"t": {0: 120, 1: 40}}
+
+
+@pytest.mark.parametrize("text", ["v1\n{}\n", 'v1\n{}\n{"t":{"0":1}}\n{"u":{"0":1}}\n', "v1\n{}\n[1, 2]\n",
+                                  'v1\n{}\n{"t":{"x":1}}\n'])
+def test_an_offset_log_entry_of_another_shape_is_refused_naming_the_file(text: str):
+    with pytest.raises(ValueError, match="^cp/offsets/3: "):
+        parse_offset_log_entry(text, "cp/offsets/3")
+
+
+def test_ranges_run_to_the_planned_end_past_markers_and_aborted_records():
+    seen = BatchStats({"t": {0: (100, 117)}}, records=17, rows=17)
+    planned = {"t": {0: 120, 1: 40, 2: 9, 3: -2}}
+    committed = {"t": {0: 100, 1: 30, 2: 9}}
+    got = through_planned_ends(seen, planned, committed)
+    # partition 0: records up to 116, then a marker and aborted records up to 119;
+    # 1: markers only, past the committed 30; 2: nothing new; 3: not resolved yet
+    assert got.offsets == {"t": {0: (100, 120), 1: (30, 40)}}
+    assert (got.records, got.rows) == (17, 17)
+    markers_only = through_planned_ends(BatchStats(), {"t": {1: 40}}, committed)
+    assert markers_only.empty and markers_only.covers_offsets
+    assert not through_planned_ends(BatchStats(), {"t": {2: 9, 4: 12}}, committed).covers_offsets
+    assert through_planned_ends(seen, {"t": {5: 7}}, {}).offsets == {"t": {0: (100, 117), 5: (7, 7)}}
+    assert through_planned_ends(seen, {}, committed) == seen

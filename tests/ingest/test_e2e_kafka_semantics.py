@@ -2,7 +2,9 @@
 
 * A transactional producer commits some transactions and aborts others: only
   committed records land (``read_committed``, which Floe sets for Spark's
-  source too), and a column filled from a record header carries each record's own.
+  source too), a column filled from a record header carries each record's
+  own, and the table's offsets reach the log end past the markers, even
+  where a batch holds an aborted transaction alone.
 * Retention deletes offsets the table has not read yet: with
   ``fail_on_data_loss`` the run fails and commits nothing; without it the next
   run skips to the oldest offset Kafka still holds.
@@ -17,7 +19,7 @@ import json
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from commit.catalog import Catalog
@@ -51,6 +53,14 @@ def _job(bootstrap: str, topic: str, tmp: Path, reader: str, **source) -> Ingest
     )
 
 
+def _log_ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "floe-test-ends"})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+    finally:
+        consumer.close()
+
+
 def _value(i: int) -> bytes:
     return json.dumps({"id": i, "name": f"n{i}"}).encode()
 
@@ -60,6 +70,11 @@ def _table_rows(job: IngestJob) -> list[dict]:
         metadata = catalog.load_table(job.table.identifier).metadata
     rows = TableScan(FileIO.for_location(metadata.location), metadata).to_arrow().to_pylist()
     return sorted(rows, key=lambda r: r["id"])
+
+
+def _snapshots(job: IngestJob) -> list:
+    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+        return list(catalog.load_table(job.table.identifier).metadata.snapshots)
 
 
 def _committed(job: IngestJob) -> dict:
@@ -91,11 +106,25 @@ def test_aborted_transactions_never_land_and_headers_fill_their_column(
     job = _job(kafka_bootstrap, topic, tmp_path, reader)
     assert run_ingest(job, spark).await_termination(240), "the availableNow run did not end"
     assert _table_rows(job) == expected
-    # the table records the offset after the last committed record (the markers and the aborted
-    # transaction after it hold nothing to read)
-    assert _committed(job) == {topic: {p: offset + 1 for p, offset in last.items()}}
+    # the table records the batch's end, the log end: past the last committed record, its commit
+    # marker and the aborted transaction after it (nothing to read there), so the lag is 0
+    ends = _log_ends(kafka_bootstrap, topic, 2)
+    assert all(ends[p] > offset + 1 for p, offset in last.items()), "markers and aborted records follow"
+    assert _committed(job) == {topic: ends}
     assert run_ingest(job, spark).await_termination(120)
     assert _table_rows(job) == expected, "a second run finds nothing more"
+    # a batch of an aborted transaction alone reads no record: it commits its offsets, and no file
+    producer.begin_transaction()
+    for i in range(600, 610):
+        producer.produce(topic, value=_value(i), partition=i % 2)
+    producer.flush(30)
+    producer.abort_transaction(30)
+    snapshots = _snapshots(job)
+    assert run_ingest(job, spark).await_termination(120)
+    assert _table_rows(job) == expected
+    assert _committed(job) == {topic: _log_ends(kafka_bootstrap, topic, 2)}
+    [markers] = _snapshots(job)[len(snapshots):]
+    assert markers.summary["changed-partition-count"] == "0" and markers.summary["total-records"] == str(len(expected))
 
 @pytest.mark.parametrize("reader", READERS)
 def test_offsets_deleted_by_retention_fail_the_run_or_are_skipped(
