@@ -84,7 +84,7 @@ from ingest.writer import (
     write_files,
 )
 from table import properties
-from table.io import FileIO
+from table.io import FileIO, FileIOError
 from table.metadata import TableMetadata
 from table.sort_order import NullOrder, SortDirection
 from table.storage_credentials import VENDED
@@ -141,6 +141,7 @@ class BatchProcessor:
         self._writer_id: Optional[str] = None
         self._bound = threading.Event()
         self._last_changes = 0  # keys the last position-strategy batch changed (0: none yet)
+        self._offset_log_warned = False
 
     def bind(self, writer_id: str) -> None:
         self._writer_id = writer_id
@@ -188,9 +189,11 @@ class BatchProcessor:
             return BatchOutcome(batch_id, "skipped", records=records,
                                 snapshot_id=check.committed.snapshot.snapshot_id,
                                 duration_s=time.monotonic() - started)
+        planned = self._planned_ends(batch_id)  # before the write: a failure here leaves no file behind
         with VENDED.scoped_to(metadata.location):  # the batch's tasks carry this table's vended keys only
             written, stats, index = self._write(df, metadata)
-        stats = through_planned_ends(stats, *self._planned_and_committed(batch_id, metadata))
+        committed = committed_offsets(metadata, partitions=planned) if planned else {}
+        stats = through_planned_ends(stats, planned, committed)
         if stats.empty:
             _delete_files(metadata, _index_paths(index))
             if stats.covers_offsets:  # transaction markers, aborted records: commit where the table now stands
@@ -236,18 +239,25 @@ class BatchProcessor:
             out = self._shuffled(source, metadata, fail)
         return read_written(out), batch_stats(read_stats(out)), index
 
-    def _planned_and_committed(self, batch_id: int, metadata: TableMetadata) -> tuple[PerPartition, PerPartition]:
-        """The batch's end offsets in Spark's offset log, and the table's committed offsets of those partitions.
+    def _planned_ends(self, batch_id: int) -> PerPartition:
+        """The batch's end offsets in Spark's offset log (written before the batch runs).
 
-        Nothing (the offsets seen then stand) when the checkpoint holds no
-        entry for the batch: ``process`` called outside a streaming query.
+        Nothing where the entry cannot be read, warned once: the offsets seen
+        then stand, as before Floe read the log, and a transactional topic's
+        trailing markers show as lag. That is a checkpoint on a store Floe's
+        file IO does not serve (``hdfs://``, S3A configured only in Hadoop's
+        settings), or ``process`` called outside a streaming query.
         """
         path = f"{self._job.checkpoint_location.rstrip('/')}/offsets/{batch_id}"
-        io = FileIO.for_location(path)
-        if not io.exists(path):
-            return {}, {}
-        planned = parse_offset_log_entry(io.read_bytes(path).decode(), path)
-        return planned, committed_offsets(metadata, partitions=planned)
+        try:
+            return parse_offset_log_entry(FileIO.for_location(path).read_bytes(path).decode(), path)
+        except (FileIOError, ValueError) as error:
+            if not self._offset_log_warned:
+                self._offset_log_warned = True
+                log.warning("cannot read the batch's end offsets from Spark's offset log: %s; offsets are recorded "
+                            "up to the last record seen, so transaction markers show as lag", error,
+                            extra={"table": self._table.identifier, "batch_id": batch_id})
+            return {}
 
     def _kafka_rows(self, df: Any) -> KafkaRows:
         """The batch's records: in ``df`` (Spark's Kafka source), or read by the tasks from its ranges."""

@@ -97,7 +97,9 @@ def parse_offset_log_entry(text: str, where: str) -> PerPartition:
     Spark's and Floe's write its offsets as ``{"topic": {"partition": offset}}``.
     """
     lines = [line for line in text.splitlines() if line.strip()]
-    if len(lines) != 3 or not lines[0].startswith("v"):
+    if not lines or lines[0].strip() != "v1":
+        raise ValueError(f"{where}: offset log version {lines[0].strip() if lines else None!r}, expected 'v1'")
+    if len(lines) != 3:
         raise ValueError(f"{where}: expected a version line, a metadata line and one source's offsets, "
                          f"found {len(lines)} lines")
     try:
@@ -115,7 +117,9 @@ def through_planned_ends(stats: BatchStats, planned: Mapping[str, Mapping[int, i
     the last one seen (a commit marker, an aborted transaction), the range
     still ends there. A partition without a record in this batch whose end
     moved past the table's ``committed`` offset gets the range from that
-    offset (an empty one, at the end, where the table never covered it).
+    offset. One the table never covered stays out: recorded once and never
+    again, it would hold snapshot expiry back for good (expiry keeps the
+    newest snapshot that covered each partition).
     """
     offsets: Offsets = {t: dict(ranges) for t, ranges in stats.offsets.items()}
     for topic, ends in planned.items():
@@ -127,9 +131,8 @@ def through_planned_ends(stats: BatchStats, planned: Mapping[str, Mapping[int, i
                 offsets[topic][partition] = (seen[0], max(seen[1], end))
                 continue
             done = committed.get(topic, {}).get(partition)
-            if done is None or end > done:
-                start = end if done is None else done
-                offsets.setdefault(topic, {})[partition] = (start, end)
+            if done is not None and end > done:
+                offsets.setdefault(topic, {})[partition] = (done, end)
     return dataclasses.replace(stats, offsets=offsets)
 
 

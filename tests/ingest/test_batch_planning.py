@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 
 import pytest
+from prometheus_client import CollectorRegistry
 
+from commit.catalog import Catalog
 from commit.exactly_once import batch_summary
+from ingest.batch import BatchProcessor
 from ingest.changes import OpField
 from ingest.decode_batch import DecodeSpec
 from ingest.job import (
@@ -21,6 +25,7 @@ from ingest.job import (
     job_from_json,
     job_to_json,
 )
+from ingest.metrics import IngestMetrics
 from ingest.planning import (
     MAX_TIMESTAMPS,
     BatchStats,
@@ -306,7 +311,7 @@ def test_an_offset_log_entry_gives_the_batch_ends():
 
 
 @pytest.mark.parametrize("text", ["v1\n{}\n", 'v1\n{}\n{"t":{"0":1}}\n{"u":{"0":1}}\n', "v1\n{}\n[1, 2]\n",
-                                  'v1\n{}\n{"t":{"x":1}}\n'])
+                                  'v1\n{}\n{"t":{"x":1}}\n', 'v2\n{}\n0:{"t":{"0":1}}\n', ""])
 def test_an_offset_log_entry_of_another_shape_is_refused_naming_the_file(text: str):
     with pytest.raises(ValueError, match="^cp/offsets/3: "):
         parse_offset_log_entry(text, "cp/offsets/3")
@@ -324,5 +329,23 @@ def test_ranges_run_to_the_planned_end_past_markers_and_aborted_records():
     markers_only = through_planned_ends(BatchStats(), {"t": {1: 40}}, committed)
     assert markers_only.empty and markers_only.covers_offsets
     assert not through_planned_ends(BatchStats(), {"t": {2: 9, 4: 12}}, committed).covers_offsets
-    assert through_planned_ends(seen, {"t": {5: 7}}, {}).offsets == {"t": {0: (100, 117), 5: (7, 7)}}
+    # a partition the table never covered stays out (snapshot expiry keeps the newest snapshot of each partition)
+    assert through_planned_ends(seen, {"t": {5: 7}}, {}).offsets == {"t": {0: (100, 117)}}
     assert through_planned_ends(seen, {}, committed) == seen
+
+
+def test_the_batch_ends_come_from_the_checkpoint_and_an_unreadable_entry_is_warned_once(tmp_path, caplog):
+    """Spark's offset log gives each batch's end; where it cannot be read the offsets seen stand, with one warning."""
+    job = dataclasses.replace(_job(), checkpoint_location=str(tmp_path / "checkpoint"))
+    (tmp_path / "checkpoint" / "offsets").mkdir(parents=True)
+    (tmp_path / "checkpoint" / "offsets" / "4").write_text(OFFSET_LOG)
+    (tmp_path / "checkpoint" / "offsets" / "5").write_text("v9\n")
+    with Catalog(f"sqlite:///{tmp_path}/c.db", str(tmp_path / "wh"), "t") as catalog:
+        processor = BatchProcessor(job, job.table, catalog, IngestMetrics(CollectorRegistry()))
+        with caplog.at_level(logging.WARNING, logger="floe.ingest"):
+            assert processor._planned_ends(4) == {"t": {0: 120, 1: 40}}
+            assert caplog.records == []
+            assert processor._planned_ends(5) == {}
+            assert processor._planned_ends(6) == {}  # no entry: process() outside a streaming query
+    [warning] = caplog.records
+    assert "offsets/5: offset log version 'v9', expected 'v1'" in warning.getMessage()
