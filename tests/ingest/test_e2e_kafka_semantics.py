@@ -24,6 +24,9 @@ from confluent_kafka.admin import AdminClient
 
 from commit.catalog import Catalog
 from commit.exactly_once import committed_offsets
+from commit.key_index.manifest import describes
+from commit.key_index.rebuild import index_problems
+from commit.key_index.store import current_manifest
 from ingest.decode_batch import DecodeSpec
 from ingest.job import CatalogSpec, IngestJob, SourceSpec, TableSpec, TriggerSpec
 from ingest.stream import run_ingest
@@ -31,6 +34,7 @@ from table.io import FileIO
 from table.scan import TableScan
 from table.schema import Schema
 from table.types import LongType, NestedField, StringType
+from tests.ingest.e2e_support import COLUMNS, normalized, row_value, upsert_job
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -157,3 +161,52 @@ def test_offsets_deleted_by_retention_fail_the_run_or_are_skipped(
     assert run_ingest(lenient, spark).await_termination(240)
     assert _committed(job) == {topic: {0: 100}}
     assert [r["id"] for r in _table_rows(job)] == list(range(30)) + list(range(60, 100))
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_an_upsert_table_commits_a_batch_of_markers_and_its_key_index_stays_current(
+        spark, kafka_bootstrap, new_topic, tmp_path: Path, reader: str):
+    """Under the position strategy: a batch holding an aborted transaction alone commits its
+    offsets; the key index, not moved by it, still describes the table, and the next batch's
+    updates find their keys' rows through it."""
+    topic = new_topic(f"e2e-txn-upsert-{reader}", partitions=2)
+    job = upsert_job(kafka_bootstrap, topic, tmp_path)
+    job = dataclasses.replace(job, source=dataclasses.replace(job.source, reader=reader))
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": f"floe-e2e-{topic}"})
+    producer.init_transactions(30)
+
+    def transaction(versions: range, commit: bool) -> None:
+        producer.begin_transaction()
+        for key in range(40):
+            for version in versions:
+                producer.produce(topic, key=json.dumps(key).encode(), value=json.dumps(row_value(key, version)).encode())
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+
+    def ingest() -> None:
+        assert run_ingest(job, spark).await_termination(240), "the availableNow run did not end"
+
+    def state() -> tuple:
+        with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+            metadata = catalog.load_table(job.table.identifier).metadata
+        io = FileIO.for_location(metadata.location)
+        return metadata, io, current_manifest(io, metadata)
+
+    transaction(range(0, 2), commit=True)
+    ingest()
+    _, _, first_index = state()
+    transaction(range(2, 4), commit=False)
+    ingest()
+    metadata, io, index = state()
+    assert metadata.current_snapshot().summary["changed-partition-count"] == "0"
+    assert committed_offsets(metadata) == {topic: _log_ends(kafka_bootstrap, topic, 2)}
+    assert index == first_index and describes(index, metadata), "the index still describes the table"
+    transaction(range(4, 5), commit=True)
+    ingest()
+    metadata, io, index = state()
+    assert describes(index, metadata) and index_problems(io, metadata, index) == []
+    rows = normalized(TableScan(io, metadata).to_arrow())
+    assert rows == {key: {c: row_value(key, 4)[c] for c in COLUMNS} for key in range(40)}
