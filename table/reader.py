@@ -142,7 +142,6 @@ class _TaskReader:
         self.key_cache = key_cache
         self.position_cache = position_cache
         self.output = output
-        self.residual = residual
         self.max_equality_keys = max_equality_keys
         key_ids = equality_key_ids(task.equality_deletes)
         self.read_schema = _read_schema(schema, output, residual, key_ids, task.equality_deletes, io)

@@ -15,10 +15,7 @@ def read_by_metadata_location(spark: Any, metadata_location: str, columns: Optio
     Iceberg's Spark source loads a path containing ``metadata.json`` as a
     static table, so no catalog is involved.
     """
-    reader = spark.read.format("iceberg")
-    if snapshot_id is not None:
-        reader = reader.option("versionAsOf", str(snapshot_id))
-    df = reader.load(metadata_location)
+    df = _snapshot_frame(spark, metadata_location, snapshot_id)
     if where:
         df = df.where(where)
     if columns:
@@ -38,9 +35,17 @@ def read_snapshots_by_metadata_location(spark: Any, metadata_location: str, snap
 
     from pyspark.sql import functions as F
 
-    frames = [spark.read.format("iceberg").option("versionAsOf", str(snapshot_id)).load(metadata_location)
-              .withColumn(snapshot_column, F.lit(snapshot_id)) for snapshot_id in snapshot_ids]
+    frames = [_snapshot_frame(spark, metadata_location, snapshot_id).withColumn(snapshot_column, F.lit(snapshot_id))
+              for snapshot_id in snapshot_ids]
     return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames).toArrow()
+
+
+def _snapshot_frame(spark: Any, metadata_location: str, snapshot_id: Optional[int]) -> Any:
+    """Iceberg's Spark source on the table at ``metadata_location``, at ``snapshot_id`` (else current)."""
+    reader = spark.read.format("iceberg")
+    if snapshot_id is not None:
+        reader = reader.option("versionAsOf", str(snapshot_id))
+    return reader.load(metadata_location)
 
 
 def current_metadata_location(spark: Any, table: str) -> str:
