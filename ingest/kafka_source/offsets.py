@@ -134,11 +134,28 @@ def admit(start: Offsets, latest: Offsets, limits: Limits, waited_s: float) -> O
         return _merged(start, {t: {p: e for p, e in parts.items() if e > start.get(t, {}).get(p, e - 1)}
                                for t, parts in latest.items()})
     end: Offsets = {}
-    for (topic, partition), count in waiting.items():
-        share = limits.max_offsets * count / available
-        taken = math.ceil(share) if share < 1 else math.floor(share)
-        end.setdefault(topic, {})[partition] = min(latest[topic][partition], start[topic][partition] + taken)
+    for (topic, partition), taken in shares(waiting, limits.max_offsets).items():
+        end.setdefault(topic, {})[partition] = start[topic][partition] + taken
     return _merged(_merged(start, end), new)
+
+
+def shares(waiting: Mapping[tuple[str, str], int], limit: int) -> dict[tuple[str, str], int]:
+    """``limit`` offsets shared among partitions in proportion to what each has ``waiting`` (more than ``limit``
+    in all), each share at most what waits.
+
+    As Spark's source, a partition whose share is under one record still gets one, so a sliver is not starved.
+    Unlike it, the fractions that flooring leaves are handed out (largest first) so that the shares add up to
+    ``limit``: a batch holds ``maxOffsetsPerTrigger`` offsets, not up to one fewer per partition, and draining
+    a backlog takes no extra batch for the remainders (a batch costs about a second of fixed work).
+    """
+    available = sum(waiting.values())
+    exact = {tp: limit * count / available for tp, count in waiting.items()}
+    taken = {tp: math.ceil(share) if share < 1 else math.floor(share) for tp, share in exact.items()}
+    short = limit - sum(taken.values())
+    by_fraction = sorted((tp for tp in exact if exact[tp] >= 1), key=lambda tp: (taken[tp] - exact[tp], tp))
+    for tp in by_fraction[:max(short, 0)]:
+        taken[tp] += 1
+    return {tp: min(n, waiting[tp]) for tp, n in taken.items()}
 
 
 def capped(latest: Offsets, ending: Offsets) -> Offsets:

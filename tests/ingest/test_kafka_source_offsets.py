@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from ingest.kafka_source.offsets import (
@@ -43,6 +45,24 @@ def test_max_offsets_per_trigger_is_shared_in_proportion_to_what_waits():
     # a partition with a sliver waiting still moves (at least one record), none passes its latest offset
     tiny = admit({"t": {"0": 99, "1": 0}}, LATE, Limits(max_offsets=10), 0.0)
     assert tiny == {"t": {"0": 100, "1": 9}}
+
+
+def test_a_backlog_drains_in_whole_batches_of_max_offsets_per_trigger():
+    """The shares add up to the limit (flooring each would leave up to one offset per partition behind, and
+    draining a backlog would take one more, tiny batch); none passes its partition's latest offset."""
+    rng = random.Random(7)
+    for _ in range(50):
+        limit, batches_wanted, partitions = rng.randrange(1_000, 250_000), rng.randrange(1, 6), rng.randrange(2, 9)
+        total = limit * batches_wanted  # the case that took one more batch: a backlog of whole batches
+        cuts = sorted(rng.sample(range(1, total), partitions - 1))
+        latest = {"t": {str(p): b - a for p, (a, b) in enumerate(zip([0, *cuts], [*cuts, total]))}}
+        start, batches = {"t": {p: 0 for p in latest["t"]}}, 0
+        while start != latest:
+            end = admit(start, latest, Limits(max_offsets=limit), 0.0)
+            taken = sum(end["t"][p] - start["t"][p] for p in end["t"])
+            assert taken <= limit and all(end["t"][p] <= latest["t"][p] for p in end["t"])
+            start, batches = end, batches + 1
+        assert batches == -(-total // limit)
 
 
 def test_a_new_partition_is_read_whole_from_its_earliest_offset():
