@@ -3,7 +3,8 @@
 :class:`BatchProcessor` is the ``foreachBatch`` function. The driver plans and
 commits; every record-level step runs on executors, and what comes back to
 the driver is the written files' metadata and the decode tasks' aggregates
-(per partition: offsets, newest timestamp, counts), never rows or keys:
+(per partition: offsets, newest timestamp, counts), never rows (keys only
+where the driver writes a batch's key index segments):
 
 1. Skip a replay before reading Kafka: the table's history says whether this
    writer (the streaming query id) already committed this batch id.
@@ -13,7 +14,9 @@ the driver is the written files' metadata and the decode tasks' aggregates
    table partition, sort by it and the table's sort order, and write
    (:mod:`ingest.writer`). The write tasks return the files and pass on the
    decode tasks' aggregates. An append that needs no clustering or sorting
-   decodes and writes in one pass instead (:mod:`ingest.direct`).
+   decodes and writes in one pass instead (:mod:`ingest.direct`), and so does
+   an upsert under the position strategy while no key's changes span two
+   tasks (checked on the driver; else the batch is written the shuffled way).
 3. Only if the batch had bad records (policy ``dead-letter``): a second pass
    produces them to the dead-letter topic, before the commit.
 4. One commit through :func:`commit.coordinator.commit_batch`, which records
@@ -44,7 +47,7 @@ from commit.operations.errors import DuplicateDeletionVectors, MissingFiles, Mis
 from ingest.arrow_udf import map_in_arrow
 from ingest.dead_letter_task import SENT_DDL, DeadLetterTarget, decode_and_send
 from ingest.dead_letters import DeadLetterDeliveryError
-from ingest.direct import DirectTask, decode_and_write
+from ingest.direct import DirectTask, DirectUpsertTask, decode_and_write, decode_reduce_and_write
 from ingest.frame import BUCKET_COLUMN, PKEY_COLUMN, FrameSpec, decode_frame, frame_spark_schema, reads_headers
 from ingest.job import IngestJob, TableSpec
 from ingest.kafka_source.rows import KafkaRows
@@ -53,6 +56,7 @@ from ingest.planning import (
     MAX_TIMESTAMPS,
     BatchStats,
     PerPartition,
+    batch_size_bound,
     batch_stats,
     encode_timestamps,
     parse_offset_log_entry,
@@ -68,6 +72,7 @@ from ingest.upsert_index import (
     plan_index,
     read_index_changes,
     read_referenced,
+    repeated_keys,
     write_batch_vectors,
     write_index_segments,
     write_index_segments_here,
@@ -119,6 +124,7 @@ class BatchOutcome:
     attempts: int = 0
     snapshot_id: Optional[int] = None
     duration_s: float = 0.0
+    write: str = ""  # how the batch was written: direct (append), direct-upsert, exchange
 
 
 class BatchProcessor:
@@ -142,6 +148,8 @@ class BatchProcessor:
         self._bound = threading.Event()
         self._last_changes = 0  # keys the last position-strategy batch changed (0: none yet)
         self._offset_log_warned = False
+        self._keys_span_tasks = False  # a batch had a key in two tasks: upserts take the exchange from then on
+        self._write_path = ""  # how the last batch was written (BatchOutcome.write)
 
     def bind(self, writer_id: str) -> None:
         self._writer_id = writer_id
@@ -190,9 +198,10 @@ class BatchProcessor:
                                 snapshot_id=check.committed.snapshot.snapshot_id,
                                 duration_s=time.monotonic() - started)
         planned = self._planned_ends(batch_id)  # before the write: a failure here leaves no file behind
-        with VENDED.scoped_to(metadata.location):  # the batch's tasks carry this table's vended keys only
-            written, stats, index = self._write(df, metadata)
         committed = committed_offsets(metadata, partitions=planned) if planned else {}
+        size = batch_size_bound(planned, committed, self._job.source.max_offsets_per_trigger)
+        with VENDED.scoped_to(metadata.location):  # the batch's tasks carry this table's vended keys only
+            written, stats, index = self._write(df, metadata, size)
         stats = through_planned_ends(stats, planned, committed)
         if stats.empty:
             _delete_files(metadata, _index_paths(index))
@@ -211,12 +220,16 @@ class BatchProcessor:
 
     # -- steps -------------------------------------------------------------------
 
-    def _write(self, df: Any, metadata: TableMetadata) -> tuple[BatchFiles, BatchStats, Optional[BatchIndex]]:
-        """The one Spark job of the batch: its files, its aggregate and (position strategy) its index change."""
+    def _write(self, df: Any, metadata: TableMetadata,
+               size: Optional[int]) -> tuple[BatchFiles, BatchStats, Optional[BatchIndex]]:
+        """The one Spark job of the batch: its files, its aggregate and (position strategy) its index change.
+        ``size``: the most offsets the batch holds, where known (:func:`ingest.planning.batch_size_bound`)."""
         source = self._kafka_rows(df)
         fail = self._table.bad_records == "fail"
         index = None
+        self._write_path = "exchange"
         if direct_path(metadata, self._table.mode):
+            self._write_path = "direct"
             write = WriteTask.for_table(metadata, (), clustered=False, sorted_by_order=False)
             task = DirectTask(self._table.decode, write, self._table.identifier, fail)
             out = source.map(partial(decode_and_write, task=task), WRITTEN_DDL, self._headers).toArrow()
@@ -224,7 +237,7 @@ class BatchProcessor:
             start = plan_index(FileIO.for_location(metadata.location), metadata, self._equality_ids(metadata),
                                self._table.identifier)
             try:
-                out = self._indexed(source, metadata, fail, start)
+                out = self._indexed(source, metadata, fail, start, size)
             except BaseException as error:
                 _delete_files(metadata, start.paths, error)
                 raise
@@ -283,14 +296,20 @@ class BatchProcessor:
         """Whether this upsert batch deletes previous rows by position (``floe.upsert.delete-strategy``)."""
         return self._table.mode == "upsert" and properties.UPSERT_DELETE_STRATEGY.read(metadata.properties) == "position"
 
-    def _indexed(self, source: KafkaRows, metadata: TableMetadata, fail: bool, start: IndexStart) -> Any:
-        """The batch's job under the position strategy (:mod:`ingest.upsert_index`): one linear plan."""
+    def _indexed(self, source: KafkaRows, metadata: TableMetadata, fail: bool, start: IndexStart,
+                 size: Optional[int]) -> Any:
+        """The batch's job under the position strategy (:mod:`ingest.upsert_index`): one linear plan, or
+        the direct upsert (:mod:`ingest.direct`) where it fits and no key's changes span two tasks."""
         from pyspark.sql import functions as F
 
         spec = metadata.spec()
         frame_spec = FrameSpec(self._table.decode, json.dumps(spec.to_json()) if spec.fields else "", True, fail,
                                self._table.identifier, index_buckets=start.manifest.buckets,
                                key_ids=start.plan.key_ids)
+        if self._direct_upsert_fits(metadata, start, size):
+            out = self._direct_upsert(source, metadata, frame_spec, start)
+            if out is not None:
+                return out
         schema = self._table.decode.table_schema()
         frame_schema = frame_spark_schema(schema)
         if map_side_lookup(start, metadata):
@@ -319,6 +338,29 @@ class BatchProcessor:
         segments = map_in_arrow(written.repartition(F.col("bucket")), partial(write_index_segments, plan=start.plan),
                                 WRITTEN_DDL)
         return segments.toArrow()
+
+    def _direct_upsert_fits(self, metadata: TableMetadata, start: IndexStart, size: Optional[int]) -> bool:
+        """A small index looked up map-side, a table that wants no exchange, a batch known to be small
+        (its tasks hold their rows), and no batch yet that had a key in two tasks."""
+        return (not self._keys_span_tasks and map_side_lookup(start, metadata) and wants_no_exchange(metadata)
+                and size is not None and size <= properties.UPSERT_DIRECT_MAX_RECORDS.read(metadata.properties))
+
+    def _direct_upsert(self, source: KafkaRows, metadata: TableMetadata, frame: FrameSpec,
+                       start: IndexStart) -> Optional[Any]:
+        """The batch written by its decode tasks; None (its files deleted) when a key was in two tasks."""
+        write = WriteTask.for_table(metadata, (), clustered=False, sorted_by_order=False)
+        task = DirectUpsertTask(frame, write, start.plan)
+        out = source.map(partial(decode_reduce_and_write, task=task), WRITTEN_DDL, self._headers).toArrow()
+        repeated = repeated_keys(out)
+        if repeated == 0:
+            self._write_path = "direct-upsert"
+            return write_index_segments_here(out, start.plan)
+        _delete_files(metadata, read_written(out).paths)
+        self._keys_span_tasks = True
+        log.info("%d keys had changes in two tasks (records of one key in two Kafka partitions, or a partition "
+                 "split over tasks): the batch is written again with an exchange by key, and so are later ones",
+                 repeated, extra={"table": self._table.identifier})
+        return None
 
     def _shuffled(self, source: KafkaRows, metadata: TableMetadata, fail: bool) -> Any:
         from pyspark.sql import functions as F
@@ -383,7 +425,7 @@ class BatchProcessor:
         self._on_commit()
         return BatchOutcome(batch_id, "committed", stats.records, stats.rows, written.records_committed(),
                             stats.bad_records, len(written.data_files), len(written.delete_files), result.attempts,
-                            result.snapshot.snapshot_id, duration)
+                            result.snapshot.snapshot_id, duration, self._write_path)
 
     def _commit(self, batch_id: int, stats: BatchStats, written: BatchFiles,
                 metadata: TableMetadata, index: Optional[BatchIndex] = None) -> BatchCommitResult:
@@ -426,9 +468,15 @@ def map_side_lookup(start: IndexStart, metadata: TableMetadata) -> bool:
 
 def direct_path(metadata: TableMetadata, mode: str) -> bool:
     """Append into a table that wants its rows neither clustered nor sorted (see :mod:`ingest.direct`)."""
+    return mode == "append" and wants_no_exchange(metadata)
+
+
+def wants_no_exchange(metadata: TableMetadata) -> bool:
+    """A table whose rows need neither clustering by partition (``write.distribution-mode`` none, the
+    default only when unpartitioned) nor sorting: its decode tasks may write."""
     spec = metadata.spec()
     distribution = properties.DISTRIBUTION_MODE.read(metadata.properties) or ("hash" if spec.fields else "none")
-    return mode == "append" and metadata.sort_order().is_unsorted and distribution == "none"
+    return metadata.sort_order().is_unsorted and distribution == "none"
 
 
 def sort_columns(metadata: TableMetadata) -> tuple[list[Any], bool]:

@@ -10,6 +10,24 @@ the JVM/Python boundary once instead of twice (decode, then write).
 The task returns its files and, as a ``stats`` row of the same output, its
 aggregate (:class:`ingest.frame.TaskStats`); bad records are handled as on the
 main path (:mod:`ingest.frame`).
+
+**The direct upsert** does the same for an upsert batch under the position
+strategy with a small key index (:mod:`ingest.upsert_index`), when the
+table wants its rows neither clustered nor sorted. Each task decodes its
+records and looks their keys up (as the map-side lookup does), keeps each
+key's last change among them (:func:`ingest.reduce.latest_rows`), and writes
+data files, position deletes and index entries itself: no exchange, no
+window sort, and the rows never enter the JVM on Floe's Kafka source.
+
+It is right when no key's changes are split over two tasks: true when
+producers key records by the table's key (a key's records then share a
+Kafka partition, and a task reads whole partition ranges). It is checked,
+not assumed: the driver looks for a key in the index entries of two tasks
+(:func:`ingest.upsert_index.repeated_keys`), and if it finds one the batch's
+files are deleted and the batch is written again the shuffled way
+(:meth:`ingest.batch.BatchProcessor`). A task holds its rows until it writes
+them, so the driver takes this path only for batches it knows to be small
+(``floe.upsert.direct-write-max-records``).
 """
 
 from __future__ import annotations
@@ -18,9 +36,14 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from commit.key_index.segments import keys_of
 from ingest.decode_batch import DecodeSpec
-from ingest.frame import TaskStats, decoded_batches
+from ingest.frame import STATS_COLUMN, FrameSpec, TaskStats, decoded_batches
+from ingest.reduce import latest_rows
+from ingest.transport import table_batch
+from ingest.upsert_index import IndexPlan, decode_and_look_up, write_indexed
 from ingest.writer import WriteTask, stats_batch, task_writer, written_batch
 from table.parquet.writer import abort_after
 
@@ -51,3 +74,37 @@ def decode_and_write(batches: Iterator[pa.RecordBatch], task: DirectTask) -> Ite
         raise
     yield written_batch(data, [], 0)
     yield stats_batch([stats.payload()])
+
+
+@dataclass(frozen=True)
+class DirectUpsertTask:
+    """Decoding with the map-side key lookup, and the indexed write, of one direct upsert batch."""
+
+    frame: FrameSpec
+    write: WriteTask
+    plan: IndexPlan
+
+
+def decode_reduce_and_write(batches: Iterator[pa.RecordBatch], task: DirectUpsertTask) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: Kafka rows -> each key's last change in this task, written with its position
+    delete and index entry (the output of :func:`ingest.upsert_index.write_indexed`)."""
+    looked_up = decode_and_look_up(batches, task.frame, task.plan)
+    return write_indexed(_latest_of_task(looked_up, task.plan), task.write, task.plan)
+
+
+def _latest_of_task(batches: Iterator[pa.RecordBatch], plan: IndexPlan) -> Iterator[pa.RecordBatch]:
+    """The task's frame rows reduced to each key's last change, then its stats rows (held until the end:
+    a key's last change may be in the task's last batch)."""
+    rows, stats = [], []
+    for batch in batches:
+        is_stats = batch.column(STATS_COLUMN).is_valid()
+        if pc.any(is_stats).as_py():
+            stats.append(batch.filter(is_stats))
+            batch = batch.filter(pc.invert(is_stats))
+        if batch.num_rows:
+            rows.append(batch)
+    if rows:
+        changes = pa.Table.from_batches(rows).combine_chunks().to_batches()[0]
+        key_schema = plan.key_schema()
+        yield latest_rows(changes, keys_of(table_batch(changes, key_schema), key_schema, plan.key_ids))
+    yield from stats

@@ -136,6 +136,21 @@ def through_planned_ends(stats: BatchStats, planned: Mapping[str, Mapping[int, i
     return dataclasses.replace(stats, offsets=offsets)
 
 
+def batch_size_bound(planned: Mapping[str, Mapping[int, int]], committed: Mapping[str, Mapping[int, int]],
+                     max_offsets: Optional[int]) -> Optional[int]:
+    """The most offsets the batch holds, as far as the driver knows before it runs; None: unknown. Pure.
+
+    Exact when every partition of the batch's end (``planned``) has a ``committed`` offset, where the
+    batch starts; else ``maxOffsetsPerTrigger``, which a partition found since the last batch may
+    exceed (it is read whole, as on Spark's source); else unknown.
+    """
+    ends = [(t, p, end) for t, parts in planned.items() for p, end in parts.items()]
+    if ends and all(end >= 0 and p in committed.get(t, {}) for t, p, end in ends):
+        exact = sum(max(end - committed[t][p], 0) for t, p, end in ends)
+        return exact if max_offsets is None else min(exact, max_offsets)
+    return max_offsets
+
+
 def replayed_records(offsets: Mapping[str, Mapping[int, OffsetRange]]) -> int:
     """Offsets a committed batch covered, from its offset ranges (for a skipped replay): its
     records, and the transaction markers and aborted records among them."""

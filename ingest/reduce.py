@@ -19,11 +19,19 @@ row, so those pass through intact.
 ``cluster_by`` adds leading partition columns: a table partition key that
 the key determines, so that one exchange by it serves both the reduction
 and the writer's clustering.
+
+:func:`latest_rows` is the same rule on one task's rows, in Arrow, for the
+direct upsert (:mod:`ingest.direct`): where every change of a key is in one
+task, the task's last change of each key is the batch's.
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ingest.decode_batch import OFFSET_COLUMN, PARTITION_COLUMN
 from ingest.frame import STATS_COLUMN, TOPIC_COLUMN
@@ -56,3 +64,22 @@ def reduce_to_latest(rows: Any, key_paths: Sequence[str], cluster_by: Sequence[s
     window = Window.partitionBy(*partition).orderBy(*order)
     ranked = rows.withColumn(_RANK, F.row_number().over(window))
     return ranked.where(F.col(_RANK) == 1).drop(_RANK)
+
+
+def latest_rows(rows: pa.RecordBatch, keys: pa.Table) -> pa.RecordBatch:
+    """``rows`` with only each key's last change in Kafka order, in their input order. Pure.
+
+    ``keys`` holds the key columns of ``rows``, row for row. Each row gets its rank in Kafka order, and
+    a hash aggregation keeps the highest rank per key: no sort of the rows themselves.
+    """
+    n = rows.num_rows
+    if n <= 1:
+        return rows
+    order_by = pa.table([rows.column(c) for c in KAFKA_ORDER], names=list(KAFKA_ORDER))
+    order = pc.sort_indices(order_by, sort_keys=[(c, "ascending") for c in KAFKA_ORDER]).to_numpy()
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n, dtype=np.int64)
+    ranked = keys.append_column(_RANK, pa.array(rank))
+    last = ranked.group_by(keys.column_names, use_threads=False).aggregate([(_RANK, "max")])
+    kept = np.sort(order[last.column(f"{_RANK}_max").to_numpy()])
+    return rows if len(kept) == n else rows.take(pa.array(kept))

@@ -553,6 +553,20 @@ def write_index_segments_here(rows: pa.Table, plan: IndexPlan) -> pa.Table:
     return pa.Table.from_batches([*others, *([segments] if segments is not None else [])], schema=rows.schema)
 
 
+def repeated_keys(rows: pa.Table) -> int:
+    """Keys with more than one index entry in a batch's write output whose tasks each kept one change per
+    key (the direct upsert): keys whose changes two tasks wrote. 0 when the output is right."""
+    entries: dict[int, list[pa.Table]] = {}
+    for batch in rows.to_batches():
+        _take_entries(batch, entries)
+    repeated = 0
+    for tables in entries.values():
+        table = pa.concat_tables(tables)
+        keys = [name for name in table.column_names if name not in (FILE, POS)]
+        repeated += table.num_rows - table.group_by(keys, use_threads=False).aggregate([]).num_rows
+    return repeated
+
+
 def _take_entries(batch: pa.RecordBatch, entries: dict[int, list[pa.Table]]) -> pa.RecordBatch:
     """``batch`` without its ``index_entries`` rows, whose tables are added to ``entries`` by bucket."""
     is_entries = pc.equal(batch.column("kind"), INDEX_ENTRIES).fill_null(False)

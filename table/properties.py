@@ -193,3 +193,8 @@ KEY_INDEX_MAP_SIDE_MAX_BYTES = Property("floe.key-index.map-side-lookup-max-byte
 """A key index up to this size is looked up by the decode tasks themselves, each caching all of it
 (as Spark broadcasts a small join side); a bigger one is looked up bucket by bucket after an
 exchange by bucket, so that no executor holds more than its buckets. 0: always by bucket."""
+UPSERT_DIRECT_MAX_RECORDS = Property("floe.upsert.direct-write-max-records", 1_000_000, parse_non_negative_int)
+"""An upsert batch of at most this many offsets (position strategy, small key index, a table that wants
+no exchange) is reduced and written by its decode tasks, which hold its rows meanwhile (about 100-300
+bytes each); a bigger one, or one whose size is not known, is reduced after an exchange by key, which
+spills. 0: always after the exchange."""

@@ -90,6 +90,9 @@ class ConsumeSettings:
             "fetch.queue.backoff.ms": 10,
             **dict(self.client),
             "group.id": f"floe-source-{uuid.uuid4().hex}",
+            # librdkafka's own lines (a broker unreachable...) as Floe's log lines, served by consume()
+            # rather than printed raw on stderr by librdkafka's threads, also while the consumer idles in the pool
+            "logger": logging.getLogger("floe.librdkafka"),
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,

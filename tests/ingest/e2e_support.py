@@ -88,8 +88,9 @@ def row_value(key: int, version: int, op: str = "c") -> dict[str, Any]:
 
 
 def produce(bootstrap: str, topic: str, events: Iterable[Event],
-            headers: Optional[list[tuple[str, bytes]]] = None) -> list[Delivered]:
-    """Produce in order (idempotent, so per-partition order is produce order); the deliveries."""
+            headers: Optional[list[tuple[str, bytes]]] = None, round_robin: Optional[int] = None) -> list[Delivered]:
+    """Produce in order (idempotent, so per-partition order is produce order); the deliveries.
+    ``round_robin``: the n-th event goes to partition n % round_robin, whatever its key."""
     delivered: list[Delivered] = []
     errors: list[str] = []
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20,
@@ -103,7 +104,9 @@ def produce(bootstrap: str, topic: str, events: Iterable[Event],
 
         while True:
             try:
-                producer.produce(topic, key=event.key, value=event.value, headers=headers, on_delivery=on_delivery)
+                where = {} if round_robin is None else {"partition": n % round_robin}
+                producer.produce(topic, key=event.key, value=event.value, headers=headers, on_delivery=on_delivery,
+                                 **where)
                 break
             except BufferError:
                 producer.poll(0.2)

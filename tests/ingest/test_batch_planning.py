@@ -29,6 +29,7 @@ from ingest.metrics import IngestMetrics
 from ingest.planning import (
     MAX_TIMESTAMPS,
     BatchStats,
+    batch_size_bound,
     batch_stats,
     committed_timestamps,
     consumer_lag,
@@ -349,3 +350,14 @@ def test_the_batch_ends_come_from_the_checkpoint_and_an_unreadable_entry_is_warn
             assert processor._planned_ends(6) == {}  # no entry: process() outside a streaming query
     [warning] = caplog.records
     assert "offsets/5: offset log version 'v9', expected 'v1'" in warning.getMessage()
+
+
+def test_a_batch_size_is_known_from_its_planned_ends_and_the_committed_offsets_else_bounded_by_the_rate_limit():
+    planned = {"t": {0: 120, 1: 60}}
+    assert batch_size_bound(planned, {"t": {0: 100, 1: 50}}, None) == 30
+    assert batch_size_bound(planned, {"t": {0: 100, 1: 50}}, 20) == 20
+    # a partition the table never covered (the first batch, a new partition): only the rate limit bounds it
+    assert batch_size_bound(planned, {"t": {0: 100}}, 500) == 500
+    assert batch_size_bound(planned, {}, None) is None
+    assert batch_size_bound({}, {}, None) is None  # the offset log could not be read
+    assert batch_size_bound({"t": {0: -2}}, {"t": {0: 7}}, None) is None  # an end not resolved yet

@@ -62,6 +62,7 @@ KEYS = 3_000
 PARTITIONS = 3
 MAX_OFFSETS = 750
 KILLS = 5
+BUCKETED = (("bucket[4]", "id"),)
 START_TIMEOUT_S = 120.0
 
 
@@ -116,19 +117,23 @@ class Compactor(threading.Thread):
 
 
 # Both sources are killed 5 times: Spark's Kafka source in the v2 case, Floe's own (kafka.reader: python)
-# in the v3 case (which source reads does not change what is written).
-@pytest.mark.parametrize(("format_version", "through_rest", "least_kills", "events", "reader"),
-                         [(2, False, KILLS, EVENTS, "spark"), (3, False, KILLS, EVENTS, "python"),
-                          (2, True, 3, EVENTS // 2, "spark")],
-                         ids=["v2-position-deletes", "v3-deletion-vectors-python-source", "v2-through-the-rest-catalog"])
+# in the v3 case (which source reads does not change what is written). The v2 cases write a bucketed table
+# after an exchange by key; the v3 case an unpartitioned one from its decode tasks (the direct upsert).
+@pytest.mark.parametrize(("format_version", "through_rest", "least_kills", "events", "reader", "partition", "write"),
+                         [(2, False, KILLS, EVENTS, "spark", BUCKETED, "exchange"),
+                          (3, False, KILLS, EVENTS, "python", (), "direct-upsert"),
+                          (2, True, 3, EVENTS // 2, "spark", BUCKETED, "exchange")],
+                         ids=["v2-position-deletes", "v3-deletion-vectors-python-source-direct-upsert",
+                              "v2-through-the-rest-catalog"])
 def test_sigkill_at_random_points_loses_and_duplicates_nothing(kafka_bootstrap, new_topic, iceberg_oracle, tmp_path: Path,
                                                                format_version: int, through_rest: bool,
                                                                least_kills: int, events: int, reader: str,
+                                                               partition: tuple, write: str,
                                                                request: pytest.FixtureRequest):
     topic = new_topic("e2e-crash", partitions=PARTITIONS)
     delivered = produce(kafka_bootstrap, topic, change_events(events, KEYS, seed=5))
     expected = expected_table(delivered)
-    job = upsert_job(kafka_bootstrap, topic, tmp_path, max_offsets=MAX_OFFSETS)
+    job = upsert_job(kafka_bootstrap, topic, tmp_path, max_offsets=MAX_OFFSETS, partition=partition)
     job = dataclasses.replace(job, table=dataclasses.replace(job.table, format_version=format_version),
                               source=dataclasses.replace(job.source, reader=reader))
     if through_rest:  # every commit, the ingest's and the compactor's, through Iceberg's REST server
@@ -179,6 +184,8 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(kafka_bootstrap, 
     batches = [s for s in loaded.metadata.snapshots if "floe.batch-id" in s.summary]
     batch_ids = [(s.summary["floe.writer-id"], s.summary["floe.batch-id"]) for s in batches]
     assert len(batch_ids) == len(set(batch_ids)), "a batch was committed twice"
+    written = {line["write"] for line in batch_lines(log) if line.get("result") == "committed"}
+    assert written == {write}, f"the batches were written {written}, not {write}"
     assert loaded.metadata.format_version == format_version
     if format_version >= 3:
         last = loaded.metadata.current_snapshot()

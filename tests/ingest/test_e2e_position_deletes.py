@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import uuid
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from prometheus_client import CollectorRegistry
 from pyiceberg.table import StaticTable
 
 from commit.catalog import Catalog
-from commit.exactly_once import committed_offsets
+from commit.exactly_once import committed_batch, committed_offsets
 from commit.key_index.manifest import describes
 from commit.key_index.rebuild import index_problems
 from commit.key_index.store import current_manifest
@@ -70,11 +71,12 @@ BY_BUCKET = {"floe.key-index.map-side-lookup-max-bytes": "0"}  # the lookup stag
     ((("bucket[4]", "id"), ("day", "event_ts")), 2, BY_BUCKET, False),
     ((("bucket[4]", "id"), ("day", "event_ts")), 3, {}, False),
     ((("bucket[4]", "id"),), 2, {}, True),
+    ((), 2, {}, False),
 ], ids=["key-determines-partition", "key-moves-between-partitions-lookup-by-bucket", "v3-deletion-vectors",
-        "warehouse-and-checkpoint-on-s3proxy"])
+        "warehouse-and-checkpoint-on-s3proxy", "unpartitioned-direct-upsert"])
 def test_every_snapshot_reads_exactly_in_every_engine(spark, kafka_bootstrap, new_topic, iceberg_oracle, s3proxy,
                                                      tmp_path: Path, partition, format_version,
-                                                     table_properties, on_s3: bool) -> None:
+                                                     table_properties, on_s3: bool, caplog) -> None:
     topic = new_topic("e2e-position", partitions=PARTITIONS)
     dead = new_topic("e2e-position-dlq", partitions=1)
     delivered = produce(kafka_bootstrap, topic, with_malformed(change_events(EVENTS, KEYS, seed=11)))
@@ -89,8 +91,12 @@ def test_every_snapshot_reads_exactly_in_every_engine(spark, kafka_bootstrap, ne
         job = dataclasses.replace(job, catalog=dataclasses.replace(job.catalog, name=f"s3_{uuid.uuid4().hex[:8]}"))
         use_jdbc_catalog(iceberg_oracle, job.catalog.name, job.catalog.uri, job.catalog.warehouse,
                          **s3_file_io_properties(s3proxy), **{"cache-enabled": "false"})
-    query = run_ingest(job, spark)
-    assert query.await_termination(600), "the AvailableNow query did not finish"
+    with caplog.at_level(logging.INFO, logger="floe.ingest"):
+        query = run_ingest(job, spark)
+        assert query.await_termination(600), "the AvailableNow query did not finish"
+    # an unpartitioned table's upserts are written by the decode tasks: the producer keys by the table key
+    written = {r.write for r in caplog.records if getattr(r, "result", None) == "committed"}
+    assert written == ({"exchange"} if partition else {"direct-upsert"}), written
 
     with Catalog(job.catalog.uri, job.catalog.warehouse, job.catalog.name) as catalog:
         loaded = catalog.load_table(job.table.identifier)
@@ -180,3 +186,47 @@ def test_switching_an_equality_table_to_position_keeps_it_exact(spark, kafka_boo
         manifest = current_manifest(io, metadata)
         assert manifest is not None and describes(manifest, metadata)
         assert index_problems(io, metadata, manifest) == []
+
+
+def test_keys_spread_over_kafka_partitions_are_written_again_after_an_exchange(spark, kafka_bootstrap, new_topic,
+                                                                               iceberg_oracle, tmp_path: Path,
+                                                                               caplog) -> None:
+    """A producer that does not key by the table key: a key's changes in one batch are in several partitions, so
+    several tasks. The direct upsert's first batch finds a key in two tasks, deletes its files and writes the
+    batch again after an exchange by key, as every later batch is; each key's last change (greatest partition,
+    then offset, within a batch) is in the table, in every engine, and no file of the discarded pass is left."""
+    topic = new_topic("e2e-spread", partitions=PARTITIONS)
+    delivered = produce(kafka_bootstrap, topic, change_events(6_000, 300, seed=17), round_robin=PARTITIONS)
+    job = upsert_job(kafka_bootstrap, topic, tmp_path, max_offsets=2_000, partition=())
+    with caplog.at_level(logging.INFO, logger="floe.ingest"):
+        assert run_ingest(job, spark).await_termination(600)
+    spread = [r for r in caplog.records if "had changes in two tasks" in r.getMessage()]
+    assert len(spread) == 1 and spread[0].levelname == "INFO", [r.getMessage() for r in spread]
+    committed = [r for r in caplog.records if getattr(r, "result", None) == "committed"]
+    assert len(committed) >= 3 and {r.write for r in committed} == {"exchange"}
+
+    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+        loaded = catalog.load_table(job.table.identifier)
+    metadata, io = loaded.metadata, FileIO.for_location(loaded.metadata_location)
+    expected: dict = {}
+    snapshots = list(reversed(list(metadata.ancestors_of(metadata.current_snapshot_id))))
+    listed: set[str] = set()
+    for snapshot in snapshots:  # batch by batch: within one, the greatest (partition, offset) of a key wins
+        ranges = committed_batch(snapshot).offsets[topic]
+        in_batch = [d for d in delivered if d.partition in ranges
+                    and ranges[d.partition][0] <= d.offset < ranges[d.partition][1]]
+        landed = expected_table(in_batch)
+        touched = {json.loads(d.event.key) for d in in_batch}
+        expected = {k: v for k, v in expected.items() if k not in touched}
+        expected.update(landed)
+        tasks = list(TableScan(io, metadata, snapshot_id=snapshot.snapshot_id).plan_files())
+        listed |= {t.data_file.file_path for t in tasks} | {d.file_path for t in tasks for d in t.delete_files}
+        assert normalized(TableScan(io, metadata, snapshot_id=snapshot.snapshot_id).to_arrow()) == expected
+    java = iceberg_oracle.call("tests.support.oracle_ops:read_by_metadata_location",
+                               metadata_location=loaded.metadata_location)
+    assert normalized(java) == expected
+    assert normalized(StaticTable.from_metadata(loaded.metadata_location).scan().to_arrow()) == expected
+    on_disk = {str(p).lstrip("/") for p in (tmp_path / "warehouse").rglob("*.parquet") if "/data/" in str(p)}
+    assert on_disk == {p.removeprefix("file:").lstrip("/") for p in listed}, "the discarded pass left files"
+    manifest = current_manifest(io, metadata)
+    assert manifest is not None and index_problems(io, metadata, manifest) == []

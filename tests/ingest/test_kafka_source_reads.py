@@ -121,3 +121,26 @@ def test_watermarks_of_topics_just_created_ride_out_a_moving_leader(kafka_bootst
             assert probe.watermarks() == {topic: {p: (0, 0) for p in range(4)}}
         finally:
             probe.close()
+
+
+def test_librdkafka_lines_of_a_tasks_consumer_are_floes_log_lines_not_raw_stderr(caplog, capfd):
+    """A broker that cannot be reached: librdkafka's complaint reaches Python logging (floe.librdkafka), as
+    the lag probe's and the dead-letter producer's do, instead of being printed raw by its own threads."""
+    import logging
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings = ConsumeSettings((("bootstrap.servers", f"127.0.0.1:{port}"),))
+    consumer = Consumer(settings.consumer_config())
+    try:
+        with caplog.at_level(logging.DEBUG, logger="floe.librdkafka"):
+            for _ in range(10):
+                consumer.consume(num_messages=1, timeout=0.3)
+                if any("refused" in r.getMessage() for r in caplog.records):
+                    break
+    finally:
+        consumer.close()
+    assert any(r.name == "floe.librdkafka" and "refused" in r.getMessage() for r in caplog.records)
+    assert "refused" not in capfd.readouterr().err

@@ -14,7 +14,7 @@ import pytest
 
 from ingest.decode_batch import OFFSET_COLUMN, OP_COLUMN, PARTITION_COLUMN
 from ingest.frame import TOPIC_COLUMN
-from ingest.reduce import reduce_to_latest
+from ingest.reduce import latest_rows, reduce_to_latest
 
 pytestmark = [pytest.mark.spark]
 
@@ -106,3 +106,28 @@ def test_a_partition_key_the_key_determines_shares_the_exchange(spark):
     assert plan.count("Exchange") == 1, plan
     expected = reference(rows, lambda r: r["id"])
     assert {r["id"]: r for r in reduced.toArrow().to_pylist()} == expected
+
+
+# ---------------------------------------------------------------------------
+# latest_rows: the same rule on one task's rows, in Arrow (the direct upsert)
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [3, 5, 8])
+def test_one_tasks_rows_keep_each_keys_last_change_in_kafka_order_and_their_input_order(seed):
+    rows = random_changes(3000, seed=seed)
+    batch = pa.RecordBatch.from_pylist(rows, FLAT)
+    reduced = latest_rows(batch, pa.table({"id": batch.column("id"), "region": batch.column("region")}))
+    expected = reference(rows, lambda r: (r["id"], r["region"]))
+    kept = reduced.to_pylist()
+    assert {(r["id"], r["region"]): r for r in kept} == expected and len(kept) == len(expected)
+    values = batch.column("value").to_pylist()
+    positions = [values.index(r["value"]) for r in kept]
+    assert positions == sorted(positions), "the kept rows stay in their input order"
+
+
+def test_a_task_without_repeated_keys_keeps_every_row_as_it_came():
+    rows = [{"id": i, "region": "eu", "value": f"v{i}", OP_COLUMN: 0, PARTITION_COLUMN: 0, OFFSET_COLUMN: 100 - i,
+             TOPIC_COLUMN: "t"} for i in range(50)]
+    batch = pa.RecordBatch.from_pylist(rows, FLAT)
+    assert latest_rows(batch, pa.table({"id": batch.column("id")})).equals(batch)
