@@ -54,12 +54,14 @@ from ingest.kafka_source.rows import KafkaRows
 from ingest.metrics import IngestMetrics
 from ingest.planning import (
     MAX_TIMESTAMPS,
+    PINNED_START,
     BatchStats,
     PerPartition,
-    batch_size_bound,
+    batch_size,
     batch_stats,
     encode_timestamps,
     parse_offset_log_entry,
+    parse_pinned_offsets,
     replayed_records,
     through_planned_ends,
 )
@@ -68,11 +70,11 @@ from ingest.upsert_index import (
     IndexStart,
     decode_and_look_up,
     index_update,
+    keys_in_two_tasks,
     lookup_previous_rows,
     plan_index,
     read_index_changes,
     read_referenced,
-    repeated_keys,
     write_batch_vectors,
     write_index_segments,
     write_index_segments_here,
@@ -198,10 +200,10 @@ class BatchProcessor:
                                 snapshot_id=check.committed.snapshot.snapshot_id,
                                 duration_s=time.monotonic() - started)
         planned = self._planned_ends(batch_id)  # before the write: a failure here leaves no file behind
-        committed = committed_offsets(metadata, partitions=planned) if planned else {}
-        size = batch_size_bound(planned, committed, self._job.source.max_offsets_per_trigger)
+        size = batch_size(self._planned_starts(batch_id), planned) if self._upsert_may_go_direct else None
         with VENDED.scoped_to(metadata.location):  # the batch's tasks carry this table's vended keys only
             written, stats, index = self._write(df, metadata, size)
+        committed = committed_offsets(metadata, partitions=planned) if planned else {}
         stats = through_planned_ends(stats, planned, committed)
         if stats.empty:
             _delete_files(metadata, _index_paths(index))
@@ -223,7 +225,7 @@ class BatchProcessor:
     def _write(self, df: Any, metadata: TableMetadata,
                size: Optional[int]) -> tuple[BatchFiles, BatchStats, Optional[BatchIndex]]:
         """The one Spark job of the batch: its files, its aggregate and (position strategy) its index change.
-        ``size``: the most offsets the batch holds, where known (:func:`ingest.planning.batch_size_bound`)."""
+        ``size``: the offsets the batch holds, where known (:func:`ingest.planning.batch_size`)."""
         source = self._kafka_rows(df)
         fail = self._table.bad_records == "fail"
         index = None
@@ -271,6 +273,26 @@ class BatchProcessor:
                             "up to the last record seen, so transaction markers show as lag", error,
                             extra={"table": self._table.identifier, "batch_id": batch_id})
             return {}
+
+    @property
+    def _upsert_may_go_direct(self) -> bool:
+        return self._table.mode == "upsert" and not self._keys_span_tasks
+
+    def _planned_starts(self, batch_id: int) -> PerPartition:
+        """Where the batch starts: the previous batch's end in Spark's offset log, or, for batch 0 of Floe's
+        source, the starting offsets it pinned in the checkpoint. Empty where not known (batch 0 of Spark's
+        source; an entry Floe's file IO cannot read): the batch's size is then unknown."""
+        root = self._job.checkpoint_location.rstrip("/")
+        try:
+            if batch_id > 0:
+                path = f"{root}/offsets/{batch_id - 1}"
+                return parse_offset_log_entry(FileIO.for_location(path).read_bytes(path).decode(), path)
+            if self._job.source.reader == "python":
+                path = f"{root}/{PINNED_START}"
+                return parse_pinned_offsets(FileIO.for_location(path).read_bytes(path).decode(), path)
+        except (FileIOError, ValueError):
+            pass  # the size is unknown: the exchange, which spills, writes the batch
+        return {}
 
     def _kafka_rows(self, df: Any) -> KafkaRows:
         """The batch's records: in ``df`` (Spark's Kafka source), or read by the tasks from its ranges."""
@@ -351,15 +373,20 @@ class BatchProcessor:
         write = WriteTask.for_table(metadata, (), clustered=False, sorted_by_order=False)
         task = DirectUpsertTask(frame, write, start.plan)
         out = source.map(partial(decode_reduce_and_write, task=task), WRITTEN_DDL, self._headers).toArrow()
-        repeated = repeated_keys(out)
+        repeated = keys_in_two_tasks(out)
         if repeated == 0:
             self._write_path = "direct-upsert"
             return write_index_segments_here(out, start.plan)
-        _delete_files(metadata, read_written(out).paths)
         self._keys_span_tasks = True
         log.info("%d keys had changes in two tasks (records of one key in two Kafka partitions, or a partition "
                  "split over tasks): the batch is written again with an exchange by key, and so are later ones",
                  repeated, extra={"table": self._table.identifier})
+        paths = read_written(out).paths
+        try:
+            _delete_files(metadata, paths)
+        except Exception as error:  # noqa: BLE001 - uncommitted files: orphans, not a reason to fail the batch
+            log.warning("could not delete the %d files of the discarded pass: %s (uncommitted: orphan removal "
+                        "takes them)", len(paths), error, extra={"table": self._table.identifier})
         return None
 
     def _shuffled(self, source: KafkaRows, metadata: TableMetadata, fail: bool) -> Any:

@@ -23,9 +23,9 @@ It is right when no key's changes are split over two tasks: true when
 producers key records by the table's key (a key's records then share a
 Kafka partition, and a task reads whole partition ranges). It is checked,
 not assumed: the driver looks for a key in the index entries of two tasks
-(:func:`ingest.upsert_index.repeated_keys`), and if it finds one the batch's
+(:func:`ingest.upsert_index.keys_in_two_tasks`), and if it finds one the batch's
 files are deleted and the batch is written again the shuffled way
-(:meth:`ingest.batch.BatchProcessor`). A task holds its rows until it writes
+(:class:`ingest.batch.BatchProcessor`). A task holds its rows until it writes
 them, so the driver takes this path only for batches it knows to be small
 (``floe.upsert.direct-write-max-records``).
 """
@@ -104,7 +104,7 @@ def _latest_of_task(batches: Iterator[pa.RecordBatch], plan: IndexPlan) -> Itera
         if batch.num_rows:
             rows.append(batch)
     if rows:
-        changes = pa.Table.from_batches(rows).combine_chunks().to_batches()[0]
         key_schema = plan.key_schema()
-        yield latest_rows(changes, keys_of(table_batch(changes, key_schema), key_schema, plan.key_ids))
+        keys = pa.concat_tables([keys_of(table_batch(b, key_schema), key_schema, plan.key_ids) for b in rows])
+        yield from latest_rows(pa.Table.from_batches(rows), keys).to_batches()
     yield from stats

@@ -39,6 +39,9 @@ log = logging.getLogger("floe.ingest")
 Offsets = dict[str, dict[int, OffsetRange]]
 PerPartition = dict[str, dict[int, int]]
 
+PINNED_START = "floe/starting-offsets.json"
+"""Where in the checkpoint Floe's source keeps its resolved ``startingOffsets`` (batch 0's start)."""
+
 
 @dataclass(frozen=True)
 class BatchStats:
@@ -136,19 +139,30 @@ def through_planned_ends(stats: BatchStats, planned: Mapping[str, Mapping[int, i
     return dataclasses.replace(stats, offsets=offsets)
 
 
-def batch_size_bound(planned: Mapping[str, Mapping[int, int]], committed: Mapping[str, Mapping[int, int]],
-                     max_offsets: Optional[int]) -> Optional[int]:
-    """The most offsets the batch holds, as far as the driver knows before it runs; None: unknown. Pure.
+def batch_size(starts: Mapping[str, Mapping[int, int]], ends: Mapping[str, Mapping[int, int]]) -> Optional[int]:
+    """The offsets a batch holds, from where it starts and ends in the checkpoint; None: not known. Pure.
 
-    Exact when every partition of the batch's end (``planned``) has a ``committed`` offset, where the
-    batch starts; else ``maxOffsetsPerTrigger``, which a partition found since the last batch may
-    exceed (it is read whole, as on Spark's source); else unknown.
+    Unknown when a partition of ``ends`` has no start (a partition found since the last batch, read
+    whole: ``maxOffsetsPerTrigger`` does not bound it) or an unresolved one, or ends before it starts.
     """
-    ends = [(t, p, end) for t, parts in planned.items() for p, end in parts.items()]
-    if ends and all(end >= 0 and p in committed.get(t, {}) for t, p, end in ends):
-        exact = sum(max(end - committed[t][p], 0) for t, p, end in ends)
-        return exact if max_offsets is None else min(exact, max_offsets)
-    return max_offsets
+    total = 0
+    for topic, parts in ends.items():
+        for partition, end in parts.items():
+            start = starts.get(topic, {}).get(partition)
+            if start is None or start < 0 or end < start:
+                return None
+            total += end - start
+    return total if ends else None
+
+
+def parse_pinned_offsets(text: str, where: str) -> PerPartition:
+    """Starting offsets as Floe pins them in a checkpoint (``{topic: {partition: offset}}``, the JSON of
+    Spark's Kafka offsets) with integer partitions; ValueError naming ``where`` for anything else."""
+    try:
+        parsed = json.loads(text)
+        return {str(t): {int(p): int(o) for p, o in parts.items()} for t, parts in parsed.items()}
+    except (ValueError, AttributeError, TypeError) as error:
+        raise ValueError(f"{where}: not starting offsets ({error})") from None
 
 
 def replayed_records(offsets: Mapping[str, Mapping[int, OffsetRange]]) -> int:

@@ -66,7 +66,7 @@ def reduce_to_latest(rows: Any, key_paths: Sequence[str], cluster_by: Sequence[s
     return ranked.where(F.col(_RANK) == 1).drop(_RANK)
 
 
-def latest_rows(rows: pa.RecordBatch, keys: pa.Table) -> pa.RecordBatch:
+def latest_rows(rows: pa.Table | pa.RecordBatch, keys: pa.Table) -> pa.Table | pa.RecordBatch:
     """``rows`` with only each key's last change in Kafka order, in their input order. Pure.
 
     ``keys`` holds the key columns of ``rows``, row for row. Each row gets its rank in Kafka order, and

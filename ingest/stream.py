@@ -33,14 +33,11 @@ from ingest.job import IngestJob, with_decode_schema
 from ingest.kafka_source.offsets import Offsets, high_offsets, reached, starting_offsets_now
 from ingest.kafka_source.watermarks import TopicWatermarks
 from ingest.metrics import IngestMetrics, LagMonitor, LagProbe
-from ingest.planning import starting_offsets
+from ingest.planning import PINNED_START, starting_offsets
 from ingest.table_setup import ensure_table
 from table.io import FileIO
 
 log = logging.getLogger("floe.ingest")
-
-PINNED_START = "floe/starting-offsets.json"
-"""Where in the checkpoint Floe's source keeps its resolved ``startingOffsets``."""
 
 
 class IngestStopped(RuntimeError):

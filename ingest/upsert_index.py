@@ -553,9 +553,13 @@ def write_index_segments_here(rows: pa.Table, plan: IndexPlan) -> pa.Table:
     return pa.Table.from_batches([*others, *([segments] if segments is not None else [])], schema=rows.schema)
 
 
-def repeated_keys(rows: pa.Table) -> int:
+def keys_in_two_tasks(rows: pa.Table) -> int:
     """Keys with more than one index entry in a batch's write output whose tasks each kept one change per
-    key (the direct upsert): keys whose changes two tasks wrote. 0 when the output is right."""
+    key (the direct upsert): keys whose changes two or more tasks wrote. 0 when the output is right.
+
+    Each kept change has exactly one entry (its written row, or a tombstone), and a key's bucket depends
+    on the key alone, so the entries of one bucket are enough to see a key twice.
+    """
     entries: dict[int, list[pa.Table]] = {}
     for batch in rows.to_batches():
         _take_entries(batch, entries)
@@ -563,7 +567,8 @@ def repeated_keys(rows: pa.Table) -> int:
     for tables in entries.values():
         table = pa.concat_tables(tables)
         keys = [name for name in table.column_names if name not in (FILE, POS)]
-        repeated += table.num_rows - table.group_by(keys, use_threads=False).aggregate([]).num_rows
+        counts = table.group_by(keys, use_threads=False).aggregate([([], "count_all")]).column("count_all")
+        repeated += pc.sum(pc.greater(counts, 1)).as_py() or 0
     return repeated
 
 

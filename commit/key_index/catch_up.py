@@ -27,9 +27,8 @@ import pyarrow.parquet as pq
 from commit.key_index.bucket import BucketChange, find_keys, write_change
 from commit.key_index.buckets import key_buckets
 from commit.key_index.manifest import IndexManifest
-from commit.key_index.segments import FILE, POS, key_name
+from commit.key_index.segments import FILE, POS, key_column, key_name
 from commit.operations.validation import changes, snapshots_since
-from table.arrow_schema import type_to_arrow
 from table.errors import ValidationError
 from table.io import FileIO
 from table.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntryStatus
@@ -125,8 +124,4 @@ def _read_keys(io: FileIO, path: str, schema: Schema, key_ids: Sequence[int],
         table = pq.read_table(source, columns=names)
     if positions is not None:
         table = table.take(positions.combine_chunks())
-    return pa.table({key_name(i): table.column(n).cast(_arrow_type(schema, i)) for i, n in zip(key_ids, names)})
-
-
-def _arrow_type(schema: Schema, field_id: int) -> pa.DataType:
-    return type_to_arrow(schema.find_field(field_id).field_type)
+    return pa.table({key_name(i): key_column(table.column(n), schema, i) for i, n in zip(key_ids, names)})

@@ -35,6 +35,16 @@ def key_name(field_id: int) -> str:
     return f"k{field_id}"
 
 
+def key_arrow_type(schema: Schema, field_id: int) -> pa.DataType:
+    """The Arrow type of key field ``field_id`` in the index: the table's, an extension type as its storage.
+
+    Keys are sorted, grouped, joined and hashed, and Arrow does none of that on an extension type: a
+    ``uuid`` key is its 16 bytes (``fixed_size_binary(16)``), which Iceberg's bucket hash also reads.
+    """
+    kind = type_to_arrow(schema.find_field(field_id).field_type)
+    return kind.storage_type if isinstance(kind, pa.BaseExtensionType) else kind
+
+
 def segment_schema(key_fields: Sequence[pa.Field]) -> pa.Schema:
     """Key columns (already named by :func:`key_name`), then ``file`` and ``pos``."""
     return pa.schema([*key_fields, pa.field(FILE, FILE_TYPE), pa.field(POS, pa.int64())])
@@ -152,19 +162,27 @@ def _sorted_matches(wanted: np.ndarray, held: np.ndarray, segment: pa.Table) -> 
     return rows, files, segment.column(POS).take(take).fill_null(0).to_numpy()
 
 
+def key_column(values: pa.Array | pa.ChunkedArray, schema: Schema, field_id: int) -> pa.Array:
+    """``values`` of key field ``field_id`` in the index's Arrow type (:func:`key_arrow_type`)."""
+    return _as(values, key_arrow_type(schema, field_id))
+
+
 def _as(values: pa.Array, kind: pa.DataType) -> pa.Array:
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
+    if isinstance(values.type, pa.BaseExtensionType) and not isinstance(kind, pa.BaseExtensionType):
+        values = values.storage
     return values.cast(kind) if values.type != kind else values
 
 
 def keys_of(rows: pa.RecordBatch | pa.Table, schema: Schema, key_ids: Sequence[int]) -> pa.Table:
-    """The key columns of rows in the table's Arrow types, named for a segment (nested keys followed)."""
+    """The key columns of rows in the index's Arrow types (:func:`key_arrow_type`), named for a segment
+    (nested keys followed)."""
     columns = {}
     for field_id in key_ids:
         names = schema.find_column_name(field_id).split(".")
         column = rows.column(names[0])
         for name in names[1:]:
             column = pc.struct_field(column, name)
-        columns[key_name(field_id)] = _as(column, type_to_arrow(schema.find_field(field_id).field_type))
+        columns[key_name(field_id)] = key_column(column, schema, field_id)
     return pa.table(columns)

@@ -183,3 +183,29 @@ def test_retired_files_are_deleted_only_after_the_grace_period() -> None:
     manifest, expired = retire(manifest, [], now_ms=1_100, grace_ms=100)
     assert expired == ["a", "b"] and manifest.retired == (("c", 1_050),)
     assert manifest_from_json(json.loads(encode_manifest(manifest)), "x") == manifest
+
+
+def test_a_uuid_key_is_indexed_as_its_16_bytes(tmp_path: Path) -> None:
+    """Arrow sorts, groups and joins no extension type: a uuid key is kept, bucketed and found as its bytes,
+    from a table batch (the uuid extension type) as from a Parquet file (fixed_size_binary(16))."""
+    import uuid
+
+    from commit.key_index.segments import keys_of
+    from table.arrow_schema import type_to_arrow
+    from table.schema import Schema
+    from table.types import NestedField, UUIDType
+
+    schema = Schema(NestedField(1, "id", UUIDType(), required=True), identifier_field_ids=[1])
+    values = [uuid.UUID(int=random.Random(3).getrandbits(128) + i).bytes for i in range(200)]
+    as_extension = pa.ExtensionArray.from_storage(type_to_arrow(UUIDType()), pa.array(values, pa.binary(16)))
+    keys = keys_of(pa.table({"id": as_extension}), schema, (1,))
+    assert keys.schema.field("k1").type == pa.binary(16)
+    assert keys.equals(keys_of(pa.table({"id": pa.array(values, pa.binary(16))}), schema, (1,)))
+    assert key_buckets(keys.columns, 8).to_pylist() == BucketTransform(8).apply_arrow(as_extension).to_pylist()
+
+    io, location = FileIO.for_location(str(tmp_path)), str(tmp_path / "index")
+    entries = keys.append_column("file", pa.array(["data-0"] * 200)).append_column("pos", pa.array(range(200)))
+    change = write_change(io, empty_manifest((1,), 1, None), location, 0, entries)
+    manifest, _ = apply_change(empty_manifest((1,), 1, None), IndexChange((change.segment,), ()), 1)
+    files, positions = find_keys(io, manifest, 0, keys.take(pa.array([5, 150])))
+    assert files.to_pylist() == ["data-0", "data-0"] and positions.to_pylist() == [5, 150]

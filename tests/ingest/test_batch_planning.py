@@ -29,13 +29,14 @@ from ingest.metrics import IngestMetrics
 from ingest.planning import (
     MAX_TIMESTAMPS,
     BatchStats,
-    batch_size_bound,
+    batch_size,
     batch_stats,
     committed_timestamps,
     consumer_lag,
     decode_timestamps,
     encode_timestamps,
     parse_offset_log_entry,
+    parse_pinned_offsets,
     replayed_records,
     starting_offsets,
     through_planned_ends,
@@ -352,12 +353,18 @@ def test_the_batch_ends_come_from_the_checkpoint_and_an_unreadable_entry_is_warn
     assert "offsets/5: offset log version 'v9', expected 'v1'" in warning.getMessage()
 
 
-def test_a_batch_size_is_known_from_its_planned_ends_and_the_committed_offsets_else_bounded_by_the_rate_limit():
-    planned = {"t": {0: 120, 1: 60}}
-    assert batch_size_bound(planned, {"t": {0: 100, 1: 50}}, None) == 30
-    assert batch_size_bound(planned, {"t": {0: 100, 1: 50}}, 20) == 20
-    # a partition the table never covered (the first batch, a new partition): only the rate limit bounds it
-    assert batch_size_bound(planned, {"t": {0: 100}}, 500) == 500
-    assert batch_size_bound(planned, {}, None) is None
-    assert batch_size_bound({}, {}, None) is None  # the offset log could not be read
-    assert batch_size_bound({"t": {0: -2}}, {"t": {0: 7}}, None) is None  # an end not resolved yet
+def test_a_batch_size_is_known_from_where_it_starts_and_ends_in_the_checkpoint_or_not_at_all():
+    ends = {"t": {0: 120, 1: 60}}
+    assert batch_size({"t": {0: 100, 1: 50}}, ends) == 30
+    # a partition found since the last batch is read whole, whatever maxOffsetsPerTrigger: not known
+    assert batch_size({"t": {0: 100}}, ends) is None
+    assert batch_size({}, ends) is None and batch_size({}, {}) is None  # batch 0 of Spark's source
+    assert batch_size({"t": {0: -2, 1: 50}}, ends) is None  # a start not resolved
+    assert batch_size({"t": {0: 130, 1: 50}}, ends) is None  # an end before its start (refused elsewhere)
+
+
+def test_pinned_starting_offsets_read_with_integer_partitions_and_refused_naming_the_file():
+    assert parse_pinned_offsets('{"t": {"0": 5, "1": 7}}', "cp/floe/starting-offsets.json") == {"t": {0: 5, 1: 7}}
+    for bad in ("latest", '{"t": 3}', '{"t": {"x": 1}}'):
+        with pytest.raises(ValueError, match="^cp/floe/starting-offsets.json: not starting offsets"):
+            parse_pinned_offsets(bad, "cp/floe/starting-offsets.json")

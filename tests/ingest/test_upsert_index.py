@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from commit.key_index.segments import FILE, POS
-from ingest.upsert_index import index_entry_rows, repeated_keys
+from ingest.upsert_index import index_entry_rows, keys_in_two_tasks
 from ingest.writer import stats_batch, written_batch
 
 
@@ -21,7 +21,9 @@ def task_output(bucket_keys: dict[int, list[int]], task: str) -> pa.Table:
 def test_keys_written_by_two_tasks_are_counted_and_distinct_keys_are_not():
     first = task_output({0: [2, 4, 6], 1: [1, 3]}, "a")
     second = task_output({0: [8, 10], 1: [5, 7, 9]}, "b")
-    assert repeated_keys(pa.concat_tables([first, second])) == 0
+    assert keys_in_two_tasks(pa.concat_tables([first, second])) == 0
     overlapping = task_output({0: [4, 12], 1: [3, 9, 11]}, "c")  # 4 and 3 (one a tombstone) are also first's
-    assert repeated_keys(pa.concat_tables([first, second, overlapping])) == 3  # 4, 3 and 9
-    assert repeated_keys(pa.Table.from_batches([written_batch([], [], 0)])) == 0  # no entries at all
+    assert keys_in_two_tasks(pa.concat_tables([first, second, overlapping])) == 3  # 4, 3 and 9
+    thrice = task_output({0: [4]}, "d")
+    assert keys_in_two_tasks(pa.concat_tables([first, overlapping, thrice])) == 2  # 4 (three tasks) and 3
+    assert keys_in_two_tasks(pa.Table.from_batches([written_batch([], [], 0)])) == 0  # no entries at all
