@@ -200,7 +200,7 @@ class BatchProcessor:
                                 snapshot_id=check.committed.snapshot.snapshot_id,
                                 duration_s=time.monotonic() - started)
         planned = self._planned_ends(batch_id)  # before the write: a failure here leaves no file behind
-        size = batch_size(self._planned_starts(batch_id), planned) if self._upsert_may_go_direct else None
+        size = batch_size(self._planned_starts(batch_id), planned) if self._table.mode == "upsert" else None
         with VENDED.scoped_to(metadata.location):  # the batch's tasks carry this table's vended keys only
             written, stats, index = self._write(df, metadata, size)
         committed = committed_offsets(metadata, partitions=planned) if planned else {}
@@ -263,9 +263,8 @@ class BatchProcessor:
         file IO does not serve (``hdfs://``, S3A configured only in Hadoop's
         settings), or ``process`` called outside a streaming query.
         """
-        path = f"{self._job.checkpoint_location.rstrip('/')}/offsets/{batch_id}"
         try:
-            return parse_offset_log_entry(FileIO.for_location(path).read_bytes(path).decode(), path)
+            return self._checkpoint_file(f"offsets/{batch_id}", parse_offset_log_entry)
         except (FileIOError, ValueError) as error:
             if not self._offset_log_warned:
                 self._offset_log_warned = True
@@ -274,25 +273,23 @@ class BatchProcessor:
                             extra={"table": self._table.identifier, "batch_id": batch_id})
             return {}
 
-    @property
-    def _upsert_may_go_direct(self) -> bool:
-        return self._table.mode == "upsert" and not self._keys_span_tasks
-
     def _planned_starts(self, batch_id: int) -> PerPartition:
         """Where the batch starts: the previous batch's end in Spark's offset log, or, for batch 0 of Floe's
         source, the starting offsets it pinned in the checkpoint. Empty where not known (batch 0 of Spark's
         source; an entry Floe's file IO cannot read): the batch's size is then unknown."""
-        root = self._job.checkpoint_location.rstrip("/")
         try:
             if batch_id > 0:
-                path = f"{root}/offsets/{batch_id - 1}"
-                return parse_offset_log_entry(FileIO.for_location(path).read_bytes(path).decode(), path)
+                return self._checkpoint_file(f"offsets/{batch_id - 1}", parse_offset_log_entry)
             if self._job.source.reader == "python":
-                path = f"{root}/{PINNED_START}"
-                return parse_pinned_offsets(FileIO.for_location(path).read_bytes(path).decode(), path)
+                return self._checkpoint_file(PINNED_START, parse_pinned_offsets)
         except (FileIOError, ValueError):
             pass  # the size is unknown: the exchange, which spills, writes the batch
         return {}
+
+    def _checkpoint_file(self, name: str, parse: Callable[[str, str], PerPartition]) -> PerPartition:
+        """The checkpoint's file ``name``, parsed (``parse(text, path)``); FileIOError or ValueError."""
+        path = f"{self._job.checkpoint_location.rstrip('/')}/{name}"
+        return parse(FileIO.for_location(path).read_bytes(path).decode(), path)
 
     def _kafka_rows(self, df: Any) -> KafkaRows:
         """The batch's records: in ``df`` (Spark's Kafka source), or read by the tasks from its ranges."""

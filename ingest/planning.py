@@ -105,11 +105,16 @@ def parse_offset_log_entry(text: str, where: str) -> PerPartition:
     if len(lines) != 3:
         raise ValueError(f"{where}: expected a version line, a metadata line and one source's offsets, "
                          f"found {len(lines)} lines")
+    return _kafka_offsets(lines[2], where)
+
+
+def _kafka_offsets(text: str, where: str) -> PerPartition:
+    """``{"topic": {"partition": offset}}`` (the JSON of Spark's Kafka offsets) with integer partitions."""
     try:
-        obj = json.loads(lines[2])
-        return {topic: {int(p): int(o) for p, o in parts.items()} for topic, parts in obj.items()}
+        obj = json.loads(text)
+        return {str(topic): {int(p): int(o) for p, o in parts.items()} for topic, parts in obj.items()}
     except (ValueError, AttributeError, TypeError) as error:
-        raise ValueError(f"{where}: the source's offsets are not Kafka offsets: {error}") from error
+        raise ValueError(f"{where}: not Kafka offsets ({error})") from None
 
 
 def through_planned_ends(stats: BatchStats, planned: Mapping[str, Mapping[int, int]],
@@ -156,13 +161,9 @@ def batch_size(starts: Mapping[str, Mapping[int, int]], ends: Mapping[str, Mappi
 
 
 def parse_pinned_offsets(text: str, where: str) -> PerPartition:
-    """Starting offsets as Floe pins them in a checkpoint (``{topic: {partition: offset}}``, the JSON of
-    Spark's Kafka offsets) with integer partitions; ValueError naming ``where`` for anything else."""
-    try:
-        parsed = json.loads(text)
-        return {str(t): {int(p): int(o) for p, o in parts.items()} for t, parts in parsed.items()}
-    except (ValueError, AttributeError, TypeError) as error:
-        raise ValueError(f"{where}: not starting offsets ({error})") from None
+    """Starting offsets as Floe pins them in a checkpoint (the JSON of Spark's Kafka offsets) with integer
+    partitions; ValueError naming ``where`` for anything else."""
+    return _kafka_offsets(text, where)
 
 
 def replayed_records(offsets: Mapping[str, Mapping[int, OffsetRange]]) -> int:

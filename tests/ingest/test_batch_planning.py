@@ -366,5 +366,5 @@ def test_a_batch_size_is_known_from_where_it_starts_and_ends_in_the_checkpoint_o
 def test_pinned_starting_offsets_read_with_integer_partitions_and_refused_naming_the_file():
     assert parse_pinned_offsets('{"t": {"0": 5, "1": 7}}', "cp/floe/starting-offsets.json") == {"t": {0: 5, 1: 7}}
     for bad in ("latest", '{"t": 3}', '{"t": {"x": 1}}'):
-        with pytest.raises(ValueError, match="^cp/floe/starting-offsets.json: not starting offsets"):
+        with pytest.raises(ValueError, match="^cp/floe/starting-offsets.json: not Kafka offsets"):
             parse_pinned_offsets(bad, "cp/floe/starting-offsets.json")
