@@ -32,7 +32,7 @@ import json
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import IntEnum
-from typing import Any, Literal, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Literal, NamedTuple, Optional, Sequence, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -144,6 +144,38 @@ def classify(value: Any, key: Optional[bytes], spec: ChangeSpec) -> Change:
             raise ChangeError("the row image is null", AFTER)
         return Change(op, image)
     return Change(op, _delete_row(image, key, spec))
+
+
+Classifier = Callable[[Any, Optional[bytes]], Change]
+"""``classify`` bound to one :class:`ChangeSpec`: ``(decoded value, raw Kafka key) -> Change``."""
+
+
+def classifier(spec: ChangeSpec) -> Classifier:
+    """``classify`` for ``spec``, with the common record answered before the general walk.
+
+    Nearly every record of a topic is a plain upsert: a value, and under an op
+    field that sits at the top of the value, an insert or update op. That
+    record is answered here with two dict lookups, a microsecond less than
+    ``classify``'s path walk (a sixth of an upsert's decode). Every other record
+    (tombstones, deletes, envelopes, nested op fields, unknown ops) goes to
+    ``classify``, which alone words errors. Op values are str or int (never
+    bool), which compare in a dict exactly as in the op field's tuples.
+    """
+    op_field = spec.op_field
+    if spec.mode == "append" or op_field is None:
+        return lambda value, key: Change(ChangeKind.UPSERT, value) if value is not None else classify(value, key, spec)
+    if op_field.envelope or "." in op_field.name:
+        return lambda value, key: classify(value, key, spec)
+    name, upserts = op_field.name, frozenset(op_field.inserts + op_field.updates)
+
+    def plain_upsert_first(value: Any, key: Optional[bytes]) -> Change:
+        if type(value) is dict:
+            raw = value.get(name)
+            if (type(raw) is str or type(raw) is int) and raw in upserts:
+                return Change(ChangeKind.UPSERT, value)
+        return classify(value, key, spec)
+
+    return plain_upsert_first
 
 
 def _op(value: dict[str, Any], op_field: OpField) -> ChangeKind:

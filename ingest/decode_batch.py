@@ -32,8 +32,19 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from ingest.changes import Change, ChangeKind, ChangeSpec, KeyFormat, Mode, OpField, classify, missing_keys
+from ingest.changes import (
+    Change,
+    ChangeKind,
+    ChangeSpec,
+    Classifier,
+    KeyFormat,
+    Mode,
+    OpField,
+    classifier,
+    missing_keys,
+)
 from ingest.dead_letters import build_dead_letters
 from ingest.decoding import Decoder, Format, JsonFormat, decoder_for
 from ingest.kafka_columns import (
@@ -123,6 +134,7 @@ class _Plan:
     changes: ChangeSpec
     options: MappingOptions
     metadata: tuple[tuple[str, str], ...]
+    classify: Classifier
 
 
 @functools.lru_cache(maxsize=32)
@@ -141,7 +153,8 @@ def _plan(spec: DecodeSpec) -> _Plan:
         _check_key_field(schema, path)
     rows_schema = pa.schema(list(schema_to_arrow(schema)) + list(INTERNAL_FIELDS))
     decoder = decoder_for(spec.format, schema)
-    return _Plan(schema, rows_schema, decoder, changes, MappingOptions(spec.epoch_unit), spec.metadata_columns)
+    return _Plan(schema, rows_schema, decoder, changes, MappingOptions(spec.epoch_unit), spec.metadata_columns,
+                 classifier(changes))
 
 
 def _check_key_field(schema: Schema, path: str) -> None:
@@ -195,23 +208,32 @@ def _decode_batch(batch: pa.RecordBatch, plan: _Plan) -> DecodedBatch:
     values = batch.column("value").to_pylist()
     decoded = _decode_values(plan.decoder, values, failures)
     keys = batch.column(KEY).to_pylist() if _needs_keys(batch, plan) else [None] * batch.num_rows
-    changes = _classify(decoded, keys, plan.changes, failures)
+    changes = _classify(decoded, keys, plan.classify, failures)
     columns = _metadata_columns(batch, plan, failures)
-    alive = [i for i in range(batch.num_rows) if i not in failures]
+    alive = _positions_without(failures, batch.num_rows)
+    alive_changes: list[Change] = changes if len(alive) == len(changes) else [changes[i] for i in alive]  # type: ignore[misc]
+    deletes = [change.op is ChangeKind.DELETE for change in alive_changes]
     mapped = map_rows(
-        [changes[i].row for i in alive],  # type: ignore[union-attr]
+        [change.row for change in alive_changes],
         plan.schema,
         plan.options,
-        partial=[changes[i].partial for i in alive],  # type: ignore[union-attr]
+        partial=deletes,
         columns={name: _take(values_, alive) for name, values_ in columns.items()},
     )
     _merge(failures, alive, mapped.errors)
     if plan.changes.mode == "upsert":
-        upserts = [p for p, i in enumerate(alive) if i not in failures and changes[i].op is ChangeKind.UPSERT]  # type: ignore[union-attr]
+        upserts = [p for p, delete in enumerate(deletes) if not delete and alive[p] not in failures]
         _merge(failures, alive, missing_keys(mapped.batch, plan.changes.key_fields, upserts))
-    kept = [p for p, i in enumerate(alive) if i not in failures]
-    rows = _rows(batch, mapped.batch, [alive[p] for p in kept], kept, changes, plan)
+    kept = [p for p, i in enumerate(alive) if i not in failures] if failures else alive
+    rows = _rows(batch, mapped.batch, [alive[p] for p in kept], kept, [deletes[p] for p in kept], plan)
     return DecodedBatch(rows, build_dead_letters(batch, failures))
+
+
+def _positions_without(failures: Mapping[int, RecordError], count: int) -> list[int]:
+    """The positions ``0..count-1`` of records without a failure, in order."""
+    if not failures:
+        return list(range(count))
+    return [i for i in range(count) if i not in failures]
 
 
 def _check_columns(batch: pa.RecordBatch, plan: _Plan) -> None:
@@ -243,13 +265,13 @@ def _decode_values(decoder: Decoder, values: list[Optional[bytes]], failures: di
 
 
 def _classify(
-    decoded: list[Any], keys: list[Optional[bytes]], spec: ChangeSpec, failures: dict[int, RecordError]
+    decoded: list[Any], keys: list[Optional[bytes]], classify: Classifier, failures: dict[int, RecordError]
 ) -> list[Optional[Change]]:
     changes: list[Optional[Change]] = [None] * len(decoded)
     for i, (value, key) in enumerate(zip(decoded, keys)):
         if i not in failures:
             try:
-                changes[i] = classify(value, key, spec)
+                changes[i] = classify(value, key)
             except ChangeError as exc:
                 failures[i] = exc
     return changes
@@ -284,16 +306,22 @@ def _rows(
     mapped: pa.RecordBatch,
     indices: list[int],
     positions: list[int],
-    changes: list[Optional[Change]],
+    deletes: list[bool],
     plan: _Plan,
 ) -> pa.RecordBatch:
-    """The kept mapped rows with Floe's internal columns."""
+    """The kept mapped rows with Floe's internal columns; ``deletes`` flags each kept row's change."""
     table_rows = mapped if len(positions) == mapped.num_rows else mapped.take(pa.array(positions, pa.int64()))
-    source = batch.take(pa.array(indices, pa.int64()))
+    source = batch if len(indices) == batch.num_rows else batch.take(pa.array(indices, pa.int64()))
     internal = [
-        pa.array([int(changes[i].op) for i in indices], pa.int8()),  # type: ignore[union-attr]
+        _op_codes(deletes),
         source.column("partition").cast(pa.int32()),
         source.column("offset").cast(pa.int64()),
         utc_micros(source.column("timestamp")),
     ]
     return pa.RecordBatch.from_arrays(list(table_rows.columns) + internal, schema=plan.rows_schema)
+
+
+def _op_codes(deletes: list[bool]) -> pa.Array:
+    """The ``_floe_op`` column (``ChangeKind`` codes) from each row's delete flag, column-wise."""
+    return pc.if_else(pa.array(deletes, pa.bool_()), pa.scalar(int(ChangeKind.DELETE), pa.int8()),
+                      pa.scalar(int(ChangeKind.UPSERT), pa.int8()))

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest.changes import Change, ChangeKind, ChangeSpec, OpField, classify, key_row, missing_keys
+from ingest.changes import Change, ChangeKind, ChangeSpec, OpField, classifier, classify, key_row, missing_keys
 from ingest.mapping import map_rows
 from ingest.record_errors import ChangeError
 from table.schema import Schema
@@ -277,3 +277,51 @@ def test_kafka_key_objects_yield_exactly_the_key_fields(key: dict[str, Any], dat
 def test_upserts_pass_the_value_through_untouched(value: dict[str, Any], op: str) -> None:
     value = {**value, "op": op, "id": 1}
     assert classify(value, None, DEBEZIUM) == Change(ChangeKind.UPSERT, value)
+
+
+# ---------------------------------------------------------------------------
+# classifier: classify with its common record answered first
+# ---------------------------------------------------------------------------
+
+_OP_VALUES = st.one_of(
+    st.sampled_from(["c", "r", "u", "d", "x", "", "C"]),
+    st.integers(-2, 4),
+    st.booleans(),
+    st.none(),
+    st.floats(allow_nan=False),
+    st.lists(st.just("c"), max_size=1),
+    st.dictionaries(st.just("kind"), st.sampled_from(["c", "d"]), max_size=1),
+)
+_VALUES = st.one_of(
+    st.none(),
+    st.just([1]),
+    st.just("c"),
+    st.fixed_dictionaries({"id": st.integers(0, 3)}, optional={"op": _OP_VALUES, "meta": st.fixed_dictionaries(
+        {}, optional={"op": _OP_VALUES}), "before": st.none(), "after": st.none()}),
+)
+_SPECS = [
+    ChangeSpec(),
+    UPSERT_BY_ID,
+    DEBEZIUM,
+    ENVELOPE,
+    ChangeSpec("upsert", OpField(inserts=(1,), updates=(2,), deletes=(0,)), ("id",)),
+    ChangeSpec("upsert", OpField("meta.op"), ("id",)),
+]
+
+
+def _outcome(classify_: Any, value: Any, key: Optional[bytes]) -> Any:
+    try:
+        return classify_(value, key)
+    except ChangeError as error:
+        return ("error", error.reason, error.field)
+
+
+@pytest.mark.parametrize("spec", _SPECS, ids=lambda s: f"{s.mode}-{s.op_field}")
+@given(value=_VALUES, key=st.sampled_from([None, b'{"id": 7}', b"7", b"not json"]))
+def test_the_classifier_answers_every_record_as_classify_does(spec: ChangeSpec, value: Any,
+                                                              key: Optional[bytes]) -> None:
+    expected = _outcome(lambda v, k: classify(v, k, spec), value, key)
+    got = _outcome(classifier(spec), value, key)
+    assert got == expected
+    if isinstance(got, Change):
+        assert type(got.op) is ChangeKind
