@@ -74,7 +74,8 @@ class SourceSpec:
     ``starting_offsets`` is ``earliest``, ``latest`` or topic -> partition ->
     offset (-2 earliest, -1 latest); it applies only when the checkpoint is
     new (see :func:`ingest.planning.starting_offsets`). ``max_trigger_delay``
-    is a Spark duration such as ``"15m"``.
+    is a Spark duration such as ``"15m"``. ``max_tasks_per_batch`` caps the
+    tasks of a batch of Floe's source (None: see :func:`ingest.stream.python_source_options`).
     """
 
     bootstrap_servers: str
@@ -85,6 +86,7 @@ class SourceSpec:
     min_offsets_per_trigger: Optional[int] = None
     max_trigger_delay: Optional[str] = None
     fail_on_data_loss: bool = True
+    max_tasks_per_batch: Optional[int] = None
     kafka_properties: Union[Mapping[str, str], Pairs] = ()
     client_properties: Union[Mapping[str, str], Pairs] = ()
     reader: str = "spark"
@@ -106,7 +108,7 @@ class SourceSpec:
                 re.compile(self.topic_pattern)
             except re.error as exc:
                 raise JobSpecError("source.topic_pattern", f"not a regular expression: {exc}") from None
-        for name in ("max_offsets_per_trigger", "min_offsets_per_trigger"):
+        for name in ("max_offsets_per_trigger", "min_offsets_per_trigger", "max_tasks_per_batch"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
                 raise JobSpecError(f"source.{name}", f"must be a positive integer, got {value!r}")
@@ -117,6 +119,8 @@ class SourceSpec:
             raise JobSpecError("source.max_trigger_delay", f"expected a duration like '15m', got {self.max_trigger_delay!r}")
         if self.reader not in SOURCE_READERS:
             raise JobSpecError("source.reader", f"expected one of {', '.join(SOURCE_READERS)}, got {self.reader!r}")
+        if self.max_tasks_per_batch is not None and self.reader != "python":
+            raise JobSpecError("source.max_tasks_per_batch", f"only used with reader 'python', got {self.reader!r}")
         reserved = sorted(_RESERVED_KAFKA & set(as_dict(self.kafka_properties)))
         if reserved:
             raise JobSpecError("source.kafka_properties", f"{reserved} are set by Floe or refused by Spark")
@@ -154,6 +158,8 @@ class SourceSpec:
         for key in ("subscribe", "subscribePattern", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
             if key in spark:
                 options[key] = spark[key]
+        if self.max_tasks_per_batch is not None:
+            options["maxPartitions"] = str(self.max_tasks_per_batch)
         return options
 
     def consume_settings(self) -> ConsumeSettings:
@@ -381,6 +387,7 @@ def job_to_json(job: IngestJob) -> dict[str, Any]:
             "min_offsets_per_trigger": source.min_offsets_per_trigger,
             "max_trigger_delay": source.max_trigger_delay,
             "fail_on_data_loss": source.fail_on_data_loss,
+            "max_tasks_per_batch": source.max_tasks_per_batch,
             "kafka_properties": as_dict(source.kafka_properties),
             "client_properties": as_dict(source.client_properties),
             "reader": source.reader,

@@ -78,6 +78,7 @@ def source_spec(kafka: KafkaConfig, table: TableConfig) -> SourceSpec:
         min_offsets_per_trigger=kafka.min_offsets_per_trigger,
         max_trigger_delay=None if delay is None else f"{int(delay.total_seconds() * 1000)}ms",
         fail_on_data_loss=kafka.fail_on_data_loss,
+        max_tasks_per_batch=kafka.max_tasks_per_batch,
         kafka_properties=java,
         client_properties=kafka.security.librdkafka_properties(),
         reader=kafka.reader,

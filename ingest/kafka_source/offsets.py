@@ -15,6 +15,9 @@ The rules follow Spark's Kafka source, where it has one:
   (:data:`EARLIEST`, resolved by the task that reads it);
 * ``minPartitions`` and ``maxRecordsPerPartition`` split a large range of one
   partition into several tasks.
+
+Floe adds ``maxPartitions``: at most that many tasks per batch, each reading
+one or more whole ranges (:func:`tasks_of`).
 """
 
 from __future__ import annotations
@@ -194,6 +197,26 @@ def plan_ranges(start: Offsets, end: Offsets, max_records_per_task: Optional[int
             pieces = max(pieces, round(min_tasks * r.size / total))
         ranges.extend(_split(r, pieces))
     return ranges
+
+
+def tasks_of(ranges: list[OffsetRange], max_tasks: Optional[int] = None) -> list[tuple[OffsetRange, ...]]:
+    """The ranges as the tasks that read them: one each, or with ``max_tasks``, packed into that many.
+
+    A task has a fixed cost (a Python worker's input, a consumer assignment, its own data, delete and
+    index files, their commit), so a batch of more ranges than task slots reads several per task. Each
+    range goes to the task with the fewest records so far, largest range first (so sizes even out);
+    a task reads its ranges in planned order. A range stays whole, so a Kafka partition's records in a
+    batch stay in one task unless ``minPartitions``/``maxRecordsPerPartition`` split them.
+    """
+    if max_tasks is None or len(ranges) <= max_tasks:
+        return [(r,) for r in ranges]
+    loads = [0] * max_tasks
+    members: list[list[int]] = [[] for _ in range(max_tasks)]
+    for index in sorted(range(len(ranges)), key=lambda i: (-ranges[i].size, i)):
+        lightest = min(range(max_tasks), key=lambda t: (loads[t], t))
+        loads[lightest] += ranges[index].size
+        members[lightest].append(index)
+    return [tuple(ranges[i] for i in sorted(indices)) for indices in members if indices]
 
 
 def _split(r: OffsetRange, pieces: int) -> list[OffsetRange]:

@@ -13,7 +13,9 @@ lower case): ``subscribe`` or ``subscribePattern``, ``startingOffsets``,
 ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``maxTriggerDelay``,
 ``minPartitions``, ``maxRecordsPerPartition``, and ``kafka.<name>`` for the
 librdkafka settings (Spark redacts those whose names hold ``password``,
-``secret`` or ``token`` when it prints a plan). Floe adds ``endingOffsets``,
+``secret`` or ``token`` when it prints a plan). Floe adds ``maxPartitions``
+(at most that many tasks per batch, each reading several whole ranges:
+:func:`~ingest.kafka_source.offsets.tasks_of`) and ``endingOffsets``,
 the end of an ``availableNow`` run: Spark would ask a
 Python source for its latest offset once and read it all in one batch, so
 Floe runs such a query on a back-to-back trigger, holds the latest offsets
@@ -49,6 +51,7 @@ from ingest.kafka_source.offsets import (
     parse_offsets,
     plan_ranges,
     starting_offsets_now,
+    tasks_of,
 )
 from ingest.kafka_source.watermarks import TopicWatermarks
 from runtime.python_worker import skip_unchanged_archive_rereads
@@ -61,9 +64,9 @@ _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 8640
 
 
 class RangePartition(InputPartition):
-    """One task's offset range."""
+    """One task's offset ranges, read in order."""
 
-    def __init__(self, value: OffsetRange) -> None:
+    def __init__(self, value: tuple[OffsetRange, ...]) -> None:
         super().__init__(value)
 
 
@@ -122,12 +125,13 @@ class KafkaRangeReader(DataSourceStreamReader):
         self._start = {t: dict(parts) for t, parts in end.items()}
         ranges = plan_ranges(start, end, _positive(self._options, "maxrecordsperpartition"),
                              _positive(self._options, "minpartitions"))
-        return [RangePartition(r) for r in ranges]
+        return [RangePartition(task) for task in tasks_of(ranges, _positive(self._options, "maxpartitions"))]
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
         skip_unchanged_archive_rereads()  # this runs in a Python worker of its own, before the map's
-        r: OffsetRange = partition.value
-        yield (r.topic, r.partition, r.start, r.until)
+        ranges: tuple[OffsetRange, ...] = partition.value
+        for r in ranges:
+            yield (r.topic, r.partition, r.start, r.until)
 
     def commit(self, end: dict) -> None:
         """Nothing: the offsets that matter are in the checkpoint and the table."""

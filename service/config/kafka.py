@@ -254,6 +254,14 @@ class KafkaConfig(Section):
     fail_on_data_loss: bool = Field(
         True, description="Fail the query when offsets were deleted by retention before they were read."
     )
+    max_tasks_per_batch: Optional[int] = Field(
+        None,
+        gt=0,
+        description="With `reader: python`: at most this many tasks per micro-batch, each reading whole offset "
+        "ranges of several partitions (a task has a fixed cost and writes its own files). Unset: one task per "
+        "task slot in local mode, one per partition range on a cluster (as Spark's source, which dynamic "
+        "allocation scales by).",
+    )
     reader: Literal["spark", "python"] = Field(
         "spark",
         description="What reads the topics: `spark`, Spark's Kafka source, or `python`, Floe's own source, whose "
@@ -271,6 +279,8 @@ class KafkaConfig(Section):
         low, high = self.min_offsets_per_trigger, self.max_offsets_per_trigger
         if low is not None and high is not None and low > high:
             problems.append(("min_offsets_per_trigger", f"must not exceed max_offsets_per_trigger ({high}), got {low}"))
+        if self.max_tasks_per_batch is not None and self.reader != "python":
+            problems.append(("max_tasks_per_batch", f"only used with reader: python (got reader: {self.reader})"))
         if self.max_trigger_delay is not None and low is None:
             problems.append(
                 ("max_trigger_delay", "only used with min_offsets_per_trigger (got no min_offsets_per_trigger)")

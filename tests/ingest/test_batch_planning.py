@@ -246,6 +246,17 @@ def test_spark_options_pass_client_properties_as_kafka_options():
     assert chosen["kafka.isolation.level"] == "read_uncommitted"
 
 
+def test_floes_source_gets_a_task_per_local_slot_unless_the_job_caps_its_tasks():
+    from ingest.stream import python_source_options
+
+    python = _job(reader="python")
+    assert "maxPartitions" not in python_source_options(python), "a cluster: a task per range"
+    assert python_source_options(python, task_slots=2)["maxPartitions"] == "2"
+    capped = _job(reader="python", max_tasks_per_batch=3)
+    assert python_source_options(capped, task_slots=2)["maxPartitions"] == "3"
+    assert job_from_json(json.loads(json.dumps(job_to_json(capped)))) == capped
+
+
 @pytest.mark.parametrize(
     ("changes", "field"),
     [
@@ -254,6 +265,8 @@ def test_spark_options_pass_client_properties_as_kafka_options():
         ({"max_offsets_per_trigger": 5, "min_offsets_per_trigger": 10}, "source.min_offsets_per_trigger"),
         ({"kafka_properties": {"group.id": "x"}}, "source.kafka_properties"),
         ({"max_trigger_delay": "soon"}, "source.max_trigger_delay"),
+        ({"max_tasks_per_batch": 0, "reader": "python"}, "source.max_tasks_per_batch"),
+        ({"max_tasks_per_batch": 4}, "source.max_tasks_per_batch"),  # Spark's source plans its own tasks
     ],
 )
 def test_bad_sources_are_refused_naming_the_field(changes, field):

@@ -15,6 +15,7 @@ from ingest.kafka_source.offsets import (
     parse_offsets,
     plan_ranges,
     resolve_start,
+    tasks_of,
 )
 from ingest.kafka_source.reader import duration_s, source_limits
 
@@ -93,6 +94,28 @@ def test_large_ranges_are_split_into_even_tasks():
     split = plan_ranges({"t": {"0": 0}}, {"t": {"0": 9}}, min_tasks=3)
     assert [(r.start, r.until) for r in split] == [(0, 3), (3, 6), (6, 9)]
     assert plan_ranges({"t": {"0": 5}}, {"t": {"0": 5}}) == []
+
+
+def test_ranges_are_packed_into_at_most_max_tasks_largest_first_onto_the_lightest():
+    ranges = [OffsetRange("t", p, 0, size) for p, size in enumerate([100, 40, 60, 30, 70])]
+    assert tasks_of(ranges) == [(r,) for r in ranges]
+    assert tasks_of(ranges, 5) == tasks_of(ranges, 9) == [(r,) for r in ranges]
+    # 100 -> first; 70 -> second; 60 -> second (70 < 100); 40 -> first (100 < 130); 30 -> second (130 < 140)
+    assert tasks_of(ranges, 2) == [(ranges[0], ranges[1]), (ranges[2], ranges[3], ranges[4])]
+
+
+def test_every_range_is_read_by_exactly_one_task_and_the_tasks_are_even():
+    rng = random.Random(7)
+    for _ in range(300):
+        ranges = [OffsetRange(f"t{rng.randint(0, 2)}", p, 0, rng.randint(1, 1000)) for p in range(rng.randint(0, 30))]
+        max_tasks = rng.randint(1, 8)
+        tasks = tasks_of(ranges, max_tasks)
+        assert sorted((r for task in tasks for r in task), key=ranges.index) == ranges
+        assert len(tasks) == min(len(ranges), max_tasks) and all(tasks)
+        assert all(list(task) == sorted(task, key=ranges.index) for task in tasks)  # planned order within a task
+        loads = [sum(r.size for r in task) for task in tasks]
+        if loads:  # largest first onto the lightest: no task passes the mean by more than one range
+            assert max(loads) <= sum(loads) / len(loads) + max(r.size for r in ranges)
 
 
 def test_limits_from_the_options():

@@ -362,11 +362,13 @@ def test_cross_section_rules(tmp_path: Path) -> None:
         d["readiness"] = {"max_commit_age": "45s"}
         d["compaction"] = {"interval": "10m", "jitter": "10m"}
         d["http"] = {"ingest_port": 9000, "compact_port": 9000}
-        d["kafka"].update(starting_offsets={"other": {"0": 5}}, min_offsets_per_trigger=10, max_offsets_per_trigger=5)
+        d["kafka"].update(starting_offsets={"other": {"0": 5}}, min_offsets_per_trigger=10, max_offsets_per_trigger=5,
+                          max_tasks_per_batch=2)
 
     assert problems_of(changed(mutate), tmp_path) == [
         "compaction.jitter: must be shorter than interval (10m), got '10m'",
         "http.compact_port: must differ from ingest_port (both containers share the pod's network), got 9000",
+        "kafka.max_tasks_per_batch: only used with reader: python (got reader: spark)",
         "kafka.min_offsets_per_trigger: must not exceed max_offsets_per_trigger (5), got 10",
     ]
     data = changed(lambda d: d.update(compaction={"remove_orphans": {"older_than": "12h"}}))
@@ -473,7 +475,8 @@ def test_env_problems_name_the_variable(tmp_path: Path) -> None:
     environ = {"FLOE_KAFKA__BOOTSTRAP_SERVER": "x:1", "FLOE_TABLES__0__MODE": "merge"}
     assert problems_of(minimal(), tmp_path, environ) == [
         "kafka.bootstrap_server: unknown key (expected one of: bootstrap_servers, security, properties, "
-        "starting_offsets, max_offsets_per_trigger, min_offsets_per_trigger, max_trigger_delay, fail_on_data_loss, reader) "
+        "starting_offsets, max_offsets_per_trigger, min_offsets_per_trigger, max_trigger_delay, fail_on_data_loss, "
+        "max_tasks_per_batch, reader) "
         "(from FLOE_KAFKA__BOOTSTRAP_SERVER)",
         "tables[0].mode: expected one of 'append' or 'upsert', got 'merge' (from FLOE_TABLES__0__MODE)",
     ]

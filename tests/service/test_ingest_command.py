@@ -93,7 +93,8 @@ def test_upsert_json_table_maps_every_key(tmp_path):
         "properties": {"write.target-file-size-bytes": "1048576"},
     })
     raw["kafka"].update({"min_offsets_per_trigger": 10, "max_trigger_delay": "30s", "fail_on_data_loss": False,
-                         "properties": {"fetch.max.bytes": "1048576"}, "starting_offsets": "latest"})
+                         "properties": {"fetch.max.bytes": "1048576"}, "starting_offsets": "latest",
+                         "reader": "python", "max_tasks_per_batch": 3})
     [job] = build_jobs(parse_config(raw))
 
     source, table, decode = job.source, job.table, job.table.decode
@@ -101,6 +102,7 @@ def test_upsert_json_table_maps_every_key(tmp_path):
     assert source.topics == ("events",) and source.topic_pattern is None
     assert (source.max_offsets_per_trigger, source.min_offsets_per_trigger) == (1000, 10)
     assert source.max_trigger_delay == "30000ms" and source.fail_on_data_loss is False
+    assert source.reader == "python" and source.python_source_options()["maxPartitions"] == "3"
     assert source.starting_offsets == "latest"
     assert source.spark_options()["kafka.fetch.max.bytes"] == "1048576"
     assert source.spark_options()["kafka.security.protocol"] == "PLAINTEXT"
