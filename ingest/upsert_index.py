@@ -35,8 +35,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import pickle
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterator, Mapping, Optional, Sequence
@@ -548,11 +550,16 @@ def write_index_segments(batches: Iterator[pa.RecordBatch], plan: IndexPlan) -> 
         yield segments
 
 
+DRIVER_INDEX_THREADS = 4
+
+
 def write_index_segments_here(rows: pa.Table, plan: IndexPlan) -> pa.Table:
-    """The same, on the batch's whole write output in this process (the driver)."""
+    """The same, on the batch's whole write output in this process (the driver), a few buckets at a time:
+    the executors wait meanwhile, and a bucket's merge and write run mostly in Arrow, outside the GIL
+    (at most :data:`DRIVER_INDEX_THREADS`, as each holds a bucket's merge in memory)."""
     entries: dict[int, list[pa.Table]] = {}
     others = [_take_entries(batch, entries) for batch in rows.to_batches()]
-    segments = _segment_rows(entries, plan)
+    segments = _segment_rows(entries, plan, threads=min(DRIVER_INDEX_THREADS, os.cpu_count() or 1))
     return pa.Table.from_batches([*others, *([segments] if segments is not None else [])], schema=rows.schema)
 
 
@@ -584,19 +591,25 @@ def _take_entries(batch: pa.RecordBatch, entries: dict[int, list[pa.Table]]) -> 
     return batch.filter(pc.invert(is_entries))
 
 
-def _segment_rows(entries: dict[int, list[pa.Table]], plan: IndexPlan) -> Optional[pa.RecordBatch]:
-    """Write each bucket's segment; one ``index_segment`` row per bucket (None: no entries)."""
+def _segment_rows(entries: dict[int, list[pa.Table]], plan: IndexPlan, threads: int = 1) -> Optional[pa.RecordBatch]:
+    """Write each bucket's segment (``threads`` buckets at a time); one ``index_segment`` row per bucket
+    (None: no entries)."""
     if not entries:
         return None
     io = FileIO.for_location(plan.location)
     manifest = plan.index()
-    kinds, payloads, records, sizes, buckets = [], [], [], [], []
-    for bucket, tables in sorted(entries.items()):
+
+    def write(bucket: int) -> tuple[BucketChange, float]:
         started = time.monotonic()
-        change = write_change(io, manifest, plan.location, bucket, pa.concat_tables(tables), plan.max_deltas)
-        kinds.append(INDEX_SEGMENT)
-        payloads.append(pickle.dumps((change, time.monotonic() - started)))
-        records.append(change.segment.rows)
-        sizes.append(change.segment.size_bytes)
-        buckets.append(bucket)
-    return written_rows(kinds, payloads, records, sizes, buckets)
+        change = write_change(io, manifest, plan.location, bucket, pa.concat_tables(entries[bucket]), plan.max_deltas)
+        return change, time.monotonic() - started
+
+    buckets = sorted(entries)
+    if threads > 1 and len(buckets) > 1:
+        with ThreadPoolExecutor(min(threads, len(buckets)), thread_name_prefix="floe-index") as pool:
+            changes = list(pool.map(write, buckets))
+    else:
+        changes = [write(bucket) for bucket in buckets]
+    return written_rows([INDEX_SEGMENT] * len(buckets), [pickle.dumps(written) for written in changes],
+                        [change.segment.rows for change, _ in changes],
+                        [change.segment.size_bytes for change, _ in changes], buckets)
