@@ -14,10 +14,11 @@ main path (:mod:`ingest.frame`).
 **The direct upsert** does the same for an upsert batch under the position
 strategy with a small key index (:mod:`ingest.upsert_index`), when the
 table wants its rows neither clustered nor sorted. Each task decodes its
-records and looks their keys up (as the map-side lookup does), keeps each
-key's last change among them (:func:`ingest.reduce.latest_rows`), and writes
-data files, position deletes and index entries itself: no exchange, no
-window sort, and the rows never enter the JVM on Floe's Kafka source.
+records, keeps each key's last change among them
+(:func:`ingest.reduce.latest_positions`), looks those keys up in the index
+(once per bucket for the whole task), and writes data files, position
+deletes and index entries itself: no exchange, no window sort, and the rows
+never enter the JVM on Floe's Kafka source.
 
 It is right when no key's changes are split over two tasks: true when
 producers key records by the table's key (a key's records then share a
@@ -40,10 +41,10 @@ import pyarrow.compute as pc
 
 from commit.key_index.segments import keys_of
 from ingest.decode_batch import DecodeSpec
-from ingest.frame import STATS_COLUMN, FrameSpec, TaskStats, decoded_batches
-from ingest.reduce import latest_rows
+from ingest.frame import STATS_COLUMN, FrameSpec, TaskStats, decode_frame, decoded_batches
+from ingest.reduce import latest_positions
 from ingest.transport import table_batch
-from ingest.upsert_index import IndexPlan, decode_and_look_up, write_indexed
+from ingest.upsert_index import IndexPlan, look_up_changes, write_indexed
 from ingest.writer import WriteTask, stats_batch, task_writer, written_batch
 from table.parquet.writer import abort_after
 
@@ -88,13 +89,16 @@ class DirectUpsertTask:
 def decode_reduce_and_write(batches: Iterator[pa.RecordBatch], task: DirectUpsertTask) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: Kafka rows -> each key's last change in this task, written with its position
     delete and index entry (the output of :func:`ingest.upsert_index.write_indexed`)."""
-    looked_up = decode_and_look_up(batches, task.frame, task.plan)
-    return write_indexed(_latest_of_task(looked_up, task.plan), task.write, task.plan)
+    return write_indexed(_latest_of_task(decode_frame(batches, task.frame), task.plan), task.write, task.plan)
 
 
 def _latest_of_task(batches: Iterator[pa.RecordBatch], plan: IndexPlan) -> Iterator[pa.RecordBatch]:
-    """The task's frame rows reduced to each key's last change, then its stats rows (held until the end:
-    a key's last change may be in the task's last batch)."""
+    """The task's frame rows reduced to each key's last change, looked up in the index, then its stats rows
+    (held until the end: a key's last change may be in the task's last batch).
+
+    The lookup follows the reduction: every change of a key would get the same live row (the index as of
+    the batch's start), and the task's keys are then looked up once per bucket, not once per batch.
+    """
     rows, stats = [], []
     for batch in batches:
         is_stats = batch.column(STATS_COLUMN).is_valid()
@@ -106,5 +110,7 @@ def _latest_of_task(batches: Iterator[pa.RecordBatch], plan: IndexPlan) -> Itera
     if rows:
         key_schema = plan.key_schema()
         keys = pa.concat_tables([keys_of(table_batch(b, key_schema), key_schema, plan.key_ids) for b in rows])
-        yield from latest_rows(pa.Table.from_batches(rows), keys).to_batches()
+        changes = pa.Table.from_batches(rows)
+        kept = pa.array(latest_positions(changes, keys))
+        yield from look_up_changes(changes.take(kept), keys.take(kept), plan).to_batches()
     yield from stats

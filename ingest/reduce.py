@@ -20,7 +20,7 @@ row, so those pass through intact.
 the key determines, so that one exchange by it serves both the reduction
 and the writer's clustering.
 
-:func:`latest_rows` is the same rule on one task's rows, in Arrow, for the
+:func:`latest_positions` is the same rule on one task's rows, in Arrow, for the
 direct upsert (:mod:`ingest.direct`): where every change of a key is in one
 task, the task's last change of each key is the batch's.
 """
@@ -66,20 +66,19 @@ def reduce_to_latest(rows: Any, key_paths: Sequence[str], cluster_by: Sequence[s
     return ranked.where(F.col(_RANK) == 1).drop(_RANK)
 
 
-def latest_rows(rows: pa.Table | pa.RecordBatch, keys: pa.Table) -> pa.Table | pa.RecordBatch:
-    """``rows`` with only each key's last change in Kafka order, in their input order. Pure.
+def latest_positions(rows: pa.Table | pa.RecordBatch, keys: pa.Table) -> np.ndarray:
+    """The positions in ``rows`` of each key's last change in Kafka order, ascending. Pure.
 
-    ``keys`` holds the key columns of ``rows``, row for row. Each row gets its rank in Kafka order, and
-    a hash aggregation keeps the highest rank per key: no sort of the rows themselves.
+    Each row gets its rank in Kafka order, and a hash aggregation keeps the highest rank per key: no sort
+    of the rows themselves.
     """
     n = rows.num_rows
     if n <= 1:
-        return rows
+        return np.arange(n, dtype=np.int64)
     order_by = pa.table([rows.column(c) for c in KAFKA_ORDER], names=list(KAFKA_ORDER))
     order = pc.sort_indices(order_by, sort_keys=[(c, "ascending") for c in KAFKA_ORDER]).to_numpy()
     rank = np.empty(n, np.int64)
     rank[order] = np.arange(n, dtype=np.int64)
     ranked = keys.append_column(_RANK, pa.array(rank))
     last = ranked.group_by(keys.column_names, use_threads=False).aggregate([(_RANK, "max")])
-    kept = np.sort(order[last.column(f"{_RANK}_max").to_numpy()])
-    return rows if len(kept) == n else rows.take(pa.array(kept))
+    return np.sort(order[last.column(f"{_RANK}_max").to_numpy()])

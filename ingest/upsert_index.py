@@ -279,22 +279,49 @@ def _with_previous_rows(batch: pa.RecordBatch, io: FileIO, manifest: IndexManife
     rows = np.flatnonzero(is_change.to_numpy(zero_copy_only=False))
     changes = batch.take(pa.array(rows))
     keys = keys_of(table_batch(changes, key_schema), key_schema, key_ids)
-    buckets = changes.column(BUCKET_COLUMN).to_numpy()
-    files = np.full(len(rows), None, dtype=object)
-    positions = np.zeros(len(rows), dtype=np.int64)
+    files, positions = previous_rows(io, manifest, keys, changes.column(BUCKET_COLUMN).to_numpy())
+    spread = np.full(batch.num_rows, len(rows), dtype=np.int64)  # a row that is no change: the null after them
+    spread[rows] = np.arange(len(rows))
+    at = pa.array(spread)
+    columns = {DELETE_FILE_COLUMN: pa.concat_arrays([files, pa.nulls(1, pa.string())]).take(at),
+               DELETE_POS_COLUMN: pa.concat_arrays([positions, pa.nulls(1, pa.int64())]).take(at)}
+    return pa.RecordBatch.from_arrays([columns.get(f.name, batch.column(f.name)) for f in batch.schema],
+                                      schema=batch.schema)
+
+
+def look_up_changes(changes: pa.Table, keys: pa.Table, plan: IndexPlan) -> pa.Table:
+    """``changes`` (change rows only; ``keys`` their keys, row for row) with each key's live row, if any, in
+    the delete columns: one lookup per bucket for a whole task's reduced changes (the direct upsert)."""
+    io = FileIO.for_location(plan.location)
+    files, positions = previous_rows(io, plan.index(), keys, changes.column(BUCKET_COLUMN).to_numpy())
+    changes = changes.set_column(changes.schema.get_field_index(DELETE_FILE_COLUMN), DELETE_FILE_COLUMN, files)
+    return changes.set_column(changes.schema.get_field_index(DELETE_POS_COLUMN), DELETE_POS_COLUMN, positions)
+
+
+def previous_rows(io: FileIO, manifest: IndexManifest, keys: pa.Table, buckets: np.ndarray) -> tuple[pa.Array, pa.Array]:
+    """The file and position of each key's live row (both null: none), aligned with ``keys``.
+
+    Each bucket's keys are looked up in one call: a call costs about as much as a few hundred keys.
+    """
+    order, files, positions = [], [], []
     for bucket in np.unique(buckets):
         mine = np.flatnonzero(buckets == bucket)
         found_files, found_positions = find_keys(io, manifest, int(bucket), keys.take(pa.array(mine)))
-        files[mine] = np.asarray(found_files.to_pylist(), dtype=object)
-        positions[mine] = found_positions.fill_null(0).to_numpy()
-    all_files = np.full(batch.num_rows, None, dtype=object)
-    all_positions = np.zeros(batch.num_rows, dtype=np.int64)
-    all_files[rows], all_positions[rows] = files, positions
-    found = pa.array(all_files.tolist(), pa.string())
-    columns = {DELETE_FILE_COLUMN: found,
-               DELETE_POS_COLUMN: pa.array(all_positions, pa.int64(), mask=~found.is_valid().to_numpy(zero_copy_only=False))}
-    return pa.RecordBatch.from_arrays([columns.get(f.name, batch.column(f.name)) for f in batch.schema],
-                                      schema=batch.schema)
+        order.append(mine)
+        files.append(_array(found_files))
+        positions.append(_array(found_positions))
+    if not order:
+        return pa.array([], pa.string()), pa.array([], pa.int64())
+    back = np.empty(len(buckets), dtype=np.int64)
+    back[np.concatenate(order)] = np.arange(len(buckets))
+    at = pa.array(back)
+    found = pa.concat_arrays(files).take(at).cast(pa.string())
+    located = pc.if_else(pc.is_valid(found), pa.concat_arrays(positions).take(at).cast(pa.int64()), None)
+    return found, located
+
+
+def _array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 
 
 @lru_cache(maxsize=4)

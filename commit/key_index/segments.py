@@ -74,17 +74,25 @@ def lookup(keys: pa.Table, segments: Sequence[pa.Table]) -> tuple[pa.Array, pa.A
     """The entry of each row of ``keys`` in a bucket's ``segments`` (oldest first).
 
     Returns ``file`` and ``pos`` aligned with ``keys``; ``file`` is null for
-    a key that has no entry or whose newest entry is a tombstone.
+    a key that has no entry or whose newest entry is a tombstone. Files travel
+    as codes into the segments' few paths, never as a Python string per key
+    (that cost most of a lookup: about 0.7 microseconds a key).
     """
     count = keys.num_rows
-    files = np.full(count, None, dtype=object)
+    codes = np.full(count, -1, dtype=np.int64)  # into ``paths``; -1: no entry, or a tombstone
     positions = np.zeros(count, dtype=np.int64)
+    paths: dict[str, int] = {}
     for segment in segments:
-        rows, found_files, found_positions = _matches(keys, segment)
-        files[rows] = found_files
+        rows, local_codes, dictionary, found_positions = _matches(keys, segment)
+        if not len(rows):
+            continue
+        to_global = np.array([paths.setdefault(path, len(paths)) for path in dictionary.to_pylist()] + [-1],
+                             dtype=np.int64)
+        codes[rows] = to_global[local_codes]  # a tombstone's code is -1, the extra last slot
         positions[rows] = found_positions
-    valid = np.array([f is not None for f in files], dtype=bool)
-    return pa.array(files, pa.string()), pa.array(positions, pa.int64(), mask=~valid)
+    missing = codes < 0
+    files = pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32(), mask=missing), pa.array(list(paths), pa.string()))
+    return files.cast(pa.string()), pa.array(positions, pa.int64(), mask=missing)
 
 
 def resolve(segments: Sequence[pa.Table]) -> pa.Table:
@@ -124,20 +132,29 @@ def remap_segment(segment: pa.Table, maps: Sequence[PositionMap]) -> pa.Table:
 # ---------------------------------------------------------------------------
 
 
-def _matches(keys: pa.Table, segment: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(row of ``keys``, file, pos) of every key found in ``segment``."""
+def _matches(keys: pa.Table, segment: pa.Table) -> tuple[np.ndarray, np.ndarray, pa.Array, np.ndarray]:
+    """Every key found in ``segment``: (row of ``keys``, file code, the codes' paths, pos); a tombstone's
+    code is -1."""
     if segment.num_rows == 0 or keys.num_rows == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64)
+        nothing = np.zeros(0, dtype=np.int64)
+        return nothing, nothing, pa.array([], pa.string()), nothing
     integral = _integral_key(keys, segment)
     if integral is not None:
-        return _sorted_matches(*integral, segment)
-    probe = keys.append_column(_ROW, pa.array(np.arange(keys.num_rows), pa.int64()))
-    hits = segment.join(probe, keys=keys.column_names, join_type="inner")
-    return (
-        hits.column(_ROW).to_numpy(),
-        np.array(hits.column(FILE).to_pylist(), dtype=object),
-        hits.column(POS).fill_null(0).to_numpy(),
-    )
+        rows, at = _sorted_matches(*integral)
+        found = segment.select([FILE, POS]).take(pa.array(at, pa.int64()))
+    else:
+        probe = keys.append_column(_ROW, pa.array(np.arange(keys.num_rows), pa.int64()))
+        found = segment.join(probe, keys=keys.column_names, join_type="inner")
+        rows = found.column(_ROW).to_numpy()
+    codes, dictionary = _file_codes(found.column(FILE))
+    return rows, codes, dictionary, found.column(POS).fill_null(0).to_numpy()
+
+
+def _file_codes(files: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """``files`` as codes into a dictionary of paths (-1: null)."""
+    files = as_file_column(files)
+    codes = files.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return codes, files.dictionary
 
 
 def _integral_key(keys: pa.Table, segment: pa.Table) -> tuple[np.ndarray, np.ndarray] | None:
@@ -151,15 +168,13 @@ def _integral_key(keys: pa.Table, segment: pa.Table) -> tuple[np.ndarray, np.nda
     return as_long(wanted), as_long(held)
 
 
-def _sorted_matches(wanted: np.ndarray, held: np.ndarray, segment: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _sorted_matches(wanted: np.ndarray, held: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position in ``wanted``, position in ``held``) of every wanted key that the sorted ``held`` holds."""
     at = np.searchsorted(held, wanted)
     inside = at < len(held)
     found = np.zeros(len(wanted), dtype=bool)
     found[inside] = held[at[inside]] == wanted[inside]
-    rows = np.flatnonzero(found).astype(np.int64)
-    take = pa.array(at[found], pa.int64())
-    files = np.array(segment.column(FILE).take(take).to_pylist(), dtype=object)
-    return rows, files, segment.column(POS).take(take).fill_null(0).to_numpy()
+    return np.flatnonzero(found).astype(np.int64), at[found]
 
 
 def key_column(values: pa.Array | pa.ChunkedArray, schema: Schema, field_id: int) -> pa.Array:

@@ -57,14 +57,18 @@ def test_a_compound_key_combines_its_columns() -> None:
        st.lists(st.integers(-2, 32), max_size=15, unique=True))
 def test_lookup_and_resolve_agree_with_newest_wins(history, wanted) -> None:  # type: ignore[no-untyped-def]
     """Each dict is one segment (key -> pos, None: tombstone); the newest segment holding a key wins."""
-    segments = [segment({k: (None if p is None else f"f{i}", p or 0) for k, p in s.items()}) for i, s in enumerate(history)]
+    def path(i: int, k: int) -> str:  # a few files per segment, some shared with other segments
+        return f"f{i % 3}-{k % 3}"
+
+    segments = [segment({k: (None if p is None else path(i, k), p or 0) for k, p in s.items()})
+                for i, s in enumerate(history)]
     truth: dict[int, tuple[str, int]] = {}
     for i, s in enumerate(history):
         for k, p in s.items():
             if p is None:
                 truth.pop(k, None)
             else:
-                truth[k] = (f"f{i}", p)
+                truth[k] = (path(i, k), p)
 
     files, positions = lookup(pa.table({"k1": pa.array(wanted, pa.int64())}), segments)
     found = [(f, p) if f is not None else None for f, p in zip(files.to_pylist(), positions.to_pylist())]

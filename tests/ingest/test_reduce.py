@@ -14,7 +14,7 @@ import pytest
 
 from ingest.decode_batch import OFFSET_COLUMN, OP_COLUMN, PARTITION_COLUMN
 from ingest.frame import TOPIC_COLUMN
-from ingest.reduce import latest_rows, reduce_to_latest
+from ingest.reduce import latest_positions, reduce_to_latest
 
 pytestmark = [pytest.mark.spark]
 
@@ -109,7 +109,7 @@ def test_a_partition_key_the_key_determines_shares_the_exchange(spark):
 
 
 # ---------------------------------------------------------------------------
-# latest_rows: the same rule on one task's rows, in Arrow (the direct upsert)
+# latest_positions: the same rule on one task's rows, in Arrow (the direct upsert)
 # ---------------------------------------------------------------------------
 
 
@@ -117,7 +117,9 @@ def test_a_partition_key_the_key_determines_shares_the_exchange(spark):
 def test_one_tasks_rows_keep_each_keys_last_change_in_kafka_order_and_their_input_order(seed):
     rows = random_changes(3000, seed=seed)
     batch = pa.RecordBatch.from_pylist(rows, FLAT)
-    reduced = latest_rows(batch, pa.table({"id": batch.column("id"), "region": batch.column("region")}))
+    kept_at = latest_positions(batch, pa.table({"id": batch.column("id"), "region": batch.column("region")}))
+    assert list(kept_at) == sorted(kept_at), "the kept rows stay in their input order"
+    reduced = batch.take(pa.array(kept_at))
     expected = reference(rows, lambda r: (r["id"], r["region"]))
     kept = reduced.to_pylist()
     assert {(r["id"], r["region"]): r for r in kept} == expected and len(kept) == len(expected)
@@ -130,4 +132,4 @@ def test_a_task_without_repeated_keys_keeps_every_row_as_it_came():
     rows = [{"id": i, "region": "eu", "value": f"v{i}", OP_COLUMN: 0, PARTITION_COLUMN: 0, OFFSET_COLUMN: 100 - i,
              TOPIC_COLUMN: "t"} for i in range(50)]
     batch = pa.RecordBatch.from_pylist(rows, FLAT)
-    assert latest_rows(batch, pa.table({"id": batch.column("id")})).equals(batch)
+    assert list(latest_positions(batch, pa.table({"id": batch.column("id")}))) == list(range(50))
