@@ -265,7 +265,7 @@ def python_source_options(job: IngestJob, ending: Optional[Offsets] = None,
 
     Unless the job caps a batch's tasks, a session with a fixed number of ``task_slots`` (local mode)
     gets one task per slot: a task has a fixed cost, and more tasks than slots only queue. Measured with
-    ``bench/ingest.py``'s append on 4 partitions and 2 cores: a sixth faster in 2 tasks than in 4. On a
+    ``bench/ingest.py``'s append on 4 partitions and 2 cores: about 15% faster in 2 tasks than in 4. On a
     cluster a batch keeps a task per range, as on Spark's source: dynamic allocation asks for executors
     by the tasks waiting.
     """
