@@ -15,6 +15,8 @@ COPY deploy deploy
 RUN python -m venv /opt/floe/venv
 RUN /opt/floe/venv/bin/pip install --quiet --upgrade pip
 RUN /opt/floe/venv/bin/pip install --quiet .
+# bytecode in Spark's pyspark.zip, as make setup does (runtime/pyspark_bytecode.py)
+RUN /opt/floe/venv/bin/python -m runtime.pyspark_bytecode
 RUN deploy/fetch-jars.sh /opt/floe/jars spark-kafka kafka-broker
 
 FROM python:3.11-slim-bookworm

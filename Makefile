@@ -12,12 +12,19 @@ PYTEST_ARGS ?=
 
 setup: venv jars
 
-venv: $(VENV)/.installed
+venv: $(VENV)/.installed $(VENV)/.pyspark-bytecode
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -e '.[test]'
+	touch $@
+
+# Bytecode beside the sources in Spark's pyspark.zip: each Python process that
+# Spark starts (a streaming query's source planner among them) imports pyspark
+# from that zip, compiling it anew without (runtime/pyspark_bytecode.py).
+$(VENV)/.pyspark-bytecode: $(VENV)/.installed
+	$(VENV)/bin/python -m runtime.pyspark_bytecode
 	touch $@
 
 jars:

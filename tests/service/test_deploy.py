@@ -498,6 +498,8 @@ def setup_step(command: str) -> str | None:
         return f"pip-install {target}"
     if program == "fetch-jars.sh":
         return "fetch-jars"
+    if program.startswith("python") and words[1:3] == ["-m", "runtime.pyspark_bytecode"]:
+        return "pyspark-bytecode"
     if program in ("touch", "apt-get", "rm"):
         return None
     return f"other: {command}"
@@ -507,7 +509,7 @@ def makefile_setup() -> list[str]:
     """The commands of the Makefile's set-up targets (venv, then jars), as the README's make runs them."""
     text = (ROOT / "Makefile").read_text()
     steps = []
-    for target in (r"\$\(VENV\)/\.installed", r"jars"):
+    for target in (r"\$\(VENV\)/\.installed", r"\$\(VENV\)/\.pyspark-bytecode", r"jars"):
         recipe = re.search(rf"^{target}:[^\n]*\n((?:\t[^\n]*\n)+)", text, re.M)
         assert recipe, f"Makefile has no recipe for {target}"
         for line in recipe[1].splitlines():
@@ -529,11 +531,12 @@ def dockerfile_build_commands() -> list[str]:
 def test_dockerfile_build_steps_match_the_readme_setup() -> None:
     docker = [s for s in map(setup_step, dockerfile_build_commands()) if s]
     make = [s for s in map(setup_step, makefile_setup()) if s]
-    assert docker == make == ["venv", "pip-upgrade", "install-floe", "fetch-jars"]
+    assert docker == make == ["venv", "pip-upgrade", "install-floe", "pyspark-bytecode", "fetch-jars"]
     readme = (ROOT / "README.md").read_text()
     table = readme.split("## What the set-up installs", 1)[1].split("\n## ", 1)[0]
-    how = [cell for cell in re.findall(r"`([^`]+)`", table) if setup_step(cell) in ("install-floe", "fetch-jars")]
-    assert {setup_step(c) for c in how} == {"install-floe", "fetch-jars"}, how
+    steps = ("install-floe", "pyspark-bytecode", "fetch-jars")
+    how = [cell for cell in re.findall(r"`([^`]+)`", table) if setup_step(cell) in steps]
+    assert {setup_step(c) for c in how} == set(steps), how
 
 
 def test_dockerfile_fetches_only_runtime_jar_sets_into_floe_jars_dir() -> None:
