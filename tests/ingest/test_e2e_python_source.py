@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from commit.catalog import Catalog
 from commit.exactly_once import committed_offsets
-from ingest.stream import run_ingest
+from ingest.stream import local_task_slots, python_source_options, run_ingest
 from table.io import FileIO
 from table.scan import TableScan
 from tests.ingest.e2e_support import Event, change_events, expected_table, normalized, produce, row_value, upsert_job
@@ -125,3 +125,13 @@ def test_an_available_now_run_keeps_its_rate_limit_and_ends_on_its_own(spark, ka
         assert len(catalog.load_table(job.table.identifier).metadata.snapshots) == len(metadata.snapshots)
     rows = normalized(TableScan(FileIO.for_location(metadata.location), metadata).to_arrow())
     assert rows == expected_table(delivered)
+
+
+def test_a_local_session_reads_a_batch_in_one_task_per_slot(spark, kafka_bootstrap, tmp_path: Path):
+    """The test session is local[2]: Floe's source gets maxPartitions 2 unless the job sets its own cap
+    (the ranges of the growing topic above are then packed: 3 partitions in 2 tasks)."""
+    assert spark.sparkContext.master.startswith("local")
+    assert local_task_slots(spark) == spark.sparkContext.defaultParallelism == 2
+    job = upsert_job(kafka_bootstrap, "any-topic", tmp_path)
+    job = dataclasses.replace(job, source=dataclasses.replace(job.source, reader="python"))
+    assert python_source_options(job, task_slots=local_task_slots(spark))["maxPartitions"] == "2"
