@@ -2,7 +2,8 @@
 
 The Kubernetes manifests are validated offline against the Kubernetes JSON
 schemas shipped in the ``kubernetes-validate`` package (strict: unknown
-fields are errors). Custom resources (ServiceMonitor, PrometheusRule) have no
+fields are errors), as the real ``kubectl kustomize`` renders the base and
+each overlay (skipped, saying why, where neither kubectl nor kustomize is installed). Custom resources (ServiceMonitor, PrometheusRule) have no
 schema there and are checked structurally: the ServiceMonitor against the
 Service it selects, the PrometheusRule against deploy/prometheus/alerts.yaml.
 """
@@ -13,6 +14,8 @@ import copy
 import json
 import re
 import shlex
+import shutil
+import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any, Iterator
@@ -25,7 +28,8 @@ from service.config import FloeConfig, env_overrides, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
-K8S = DEPLOY / "kubernetes"
+K8S_ROOT = DEPLOY / "kubernetes"
+K8S = K8S_ROOT / "base"
 K8S_VERSION = "1.33"
 NOT_APPLIED = {"secrets.example.yaml", "kustomization.yaml"}
 HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
@@ -566,39 +570,46 @@ def test_dockerfile_base_images_match_the_readme_prerequisites() -> None:
 # ----------------------------------------------------------------------------- kubernetes: Spark on Kubernetes
 
 
-SPARK_K8S = K8S / "spark-on-kubernetes"
+SPARK_K8S = K8S_ROOT / "spark-on-kubernetes"
+KUSTOMIZATIONS = [K8S_ROOT, K8S, SPARK_K8S]
 
 
-def strategic_merge(base: Any, patch: Any) -> Any:
-    """Kustomize's strategic merge, as far as the variant's patches use it: maps merge key by key,
-    lists of named items (containers, ports) merge by name, other values are replaced."""
-    if isinstance(base, dict) and isinstance(patch, dict):
-        return {**base, **{k: strategic_merge(base[k], v) if k in base else v for k, v in patch.items()}}
-    if isinstance(base, list) and isinstance(patch, list) and all(isinstance(i, dict) and "name" in i
-                                                                 for i in [*base, *patch]):
-        merged = {item["name"]: item for item in base}
-        for item in patch:
-            merged[item["name"]] = strategic_merge(merged[item["name"]], item) if item["name"] in merged else item
-        return list(merged.values())
-    return patch
+def kustomize_command() -> list[str]:
+    """The real Kustomize: kubectl's built-in one, else a standalone ``kustomize``; skips the test without either."""
+    if shutil.which("kubectl"):
+        return ["kubectl", "kustomize"]
+    if shutil.which("kustomize"):
+        return ["kustomize", "build"]
+    pytest.skip("neither kubectl nor kustomize is on the PATH: the Kustomize builds are not checked")
+
+
+@cache
+def kustomize_build(folder: Path) -> tuple[dict[str, Any], ...]:
+    """The documents ``kubectl apply -k folder`` would apply, rendered by the real tool."""
+    built = subprocess.run([*kustomize_command(), str(folder)], capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, f"kustomize {folder.relative_to(ROOT)}: {built.stderr.strip()}"
+    return tuple(d for d in yaml.safe_load_all(built.stdout) if d)
 
 
 def spark_k8s_documents() -> list[dict[str, Any]]:
     """The variant as `kubectl apply -k` renders it: the base, its patches applied, plus its own resources."""
-    kustomization = yaml.safe_load((SPARK_K8S / "kustomization.yaml").read_text())
-    patches = [yaml.safe_load((SPARK_K8S / p["path"]).read_text()) for p in kustomization["patches"]]
-    rendered = []
-    for _, doc in k8s_documents():
-        if doc["kind"] == "Kustomization":
-            continue
-        for patch in patches:
-            if (patch["kind"], patch["metadata"]["name"]) == (doc["kind"], doc["metadata"]["name"]):
-                doc = strategic_merge(doc, patch)
-        rendered.append(doc)
-    for resource in kustomization["resources"]:
-        if resource != "../":
-            rendered += [d for d in yaml.safe_load_all((SPARK_K8S / resource).read_text()) if d]
-    return rendered
+    return [copy.deepcopy(d) for d in kustomize_build(SPARK_K8S)]
+
+
+@pytest.mark.parametrize("folder", KUSTOMIZATIONS, ids=lambda f: str(f.relative_to(ROOT)))
+def test_each_kustomization_builds_with_the_real_tool_and_validates(folder: Path) -> None:
+    docs = kustomize_build(folder)
+    base = {(d["kind"], d["metadata"]["name"]) for name, d in k8s_documents() if name not in NOT_APPLIED}
+    assert base <= {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert not [d for d in docs if d["kind"] == "Secret"], "the example Secrets must never be applied"
+    for doc in docs:
+        assert doc["metadata"]["labels"]["app.kubernetes.io/part-of"] == "floe", doc["metadata"]["name"]
+        if doc["kind"] not in CUSTOM_RESOURCES:
+            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def test_the_top_level_kustomization_is_the_base() -> None:
+    assert kustomize_build(K8S_ROOT) == kustomize_build(K8S)
 
 
 def spark_k8s(kind: str, name: str) -> dict[str, Any]:
@@ -608,7 +619,7 @@ def spark_k8s(kind: str, name: str) -> dict[str, Any]:
 
 def test_the_spark_on_kubernetes_variant_lists_its_files_and_patches_only_base_resources() -> None:
     kustomization = yaml.safe_load((SPARK_K8S / "kustomization.yaml").read_text())
-    listed = {r for r in kustomization["resources"] if r != "../"} | {p["path"] for p in kustomization["patches"]}
+    listed = {r for r in kustomization["resources"] if r != "../base"} | {p["path"] for p in kustomization["patches"]}
     assert listed == {p.name for p in SPARK_K8S.glob("*.yaml")} - {"kustomization.yaml"}
     base = {(d["kind"], d["metadata"]["name"]) for _, d in k8s_documents() if d["kind"] != "Kustomization"}
     for patch in kustomization["patches"]:
@@ -660,7 +671,6 @@ def test_the_spark_on_kubernetes_driver_is_reachable_and_allowed_to_run_executor
 
 
 def test_the_image_entrypoint_runs_floe_and_starts_a_kubernetes_executor(tmp_path: Path) -> None:
-    import subprocess
     import sys
 
     entrypoint = DEPLOY / "entrypoint.sh"
