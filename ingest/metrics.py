@@ -41,7 +41,8 @@ from runtime.logging import summarize_error
 log = logging.getLogger("floe.ingest")
 
 BATCH_RESULTS = ("committed", "skipped", "empty", "failed")
-FILE_CONTENTS = ("data", "position_deletes", "equality_deletes")
+FILE_CONTENTS = ("data", "position_deletes", "deletion_vectors", "equality_deletes")
+"""The ``content`` label: deletion vectors count once per Puffin file, whatever number of DVs it holds."""
 BAD_RECORD_REASONS = ("DecodeError", "FieldError", "ChangeError", "UnknownSchemaError")
 """The record error classes (:class:`ingest.record_errors.RecordError` and its subclasses): the ``reason`` label's values."""
 BATCH_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)

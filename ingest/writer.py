@@ -50,6 +50,7 @@ from table.schema import Schema, schema_from_json
 
 DATA, EQUALITY_DELETES, DELETED_KEYS, STATS = "data", "equality_deletes", "deleted_keys", "stats"
 POSITION_DELETES = "position_deletes"
+DELETION_VECTORS = "deletion_vectors"  # a metrics label: the Puffin files of a v3 batch's DVs
 WRITTEN_SCHEMA = pa.schema(
     [("kind", pa.string()), ("payload", pa.binary()), ("records", pa.int64()), ("bytes", pa.int64()),
      ("bucket", pa.int32())]
@@ -318,10 +319,15 @@ def read_stats(rows: pa.Table) -> list[dict[str, Any]]:
 
 
 def file_counts(files: BatchFiles) -> Mapping[str, tuple[int, int]]:
-    """content label -> (files, bytes), for the files-written metrics."""
+    """content label -> (files, bytes), for the files-written metrics.
+
+    A v3 batch's deletion vectors share Puffin files, and each DV's entry carries its Puffin file's whole size:
+    they count once per Puffin file, under their own label, never as position delete files."""
     counts = {DATA: (len(files.data_files), files.bytes(DataFileContent.DATA))}
     for kind, content in ((EQUALITY_DELETES, DataFileContent.EQUALITY_DELETES),
                           (POSITION_DELETES, DataFileContent.POSITION_DELETES)):
-        of_kind = [f for f in files.delete_files if f.content == content]
+        of_kind = [f for f in files.delete_files if f.content == content and not f.is_deletion_vector]
         counts[kind] = (len(of_kind), sum(f.file_size_in_bytes for f in of_kind))
+    puffins = {f.file_path: f.file_size_in_bytes for f in files.delete_files if f.is_deletion_vector}
+    counts[DELETION_VECTORS] = (len(puffins), sum(puffins.values()))
     return counts

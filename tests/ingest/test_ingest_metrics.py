@@ -118,3 +118,27 @@ def test_every_record_error_class_is_a_seeded_reason():
         return {cls.__name__}.union(*(subclasses(sub) for sub in cls.__subclasses__()))
 
     assert set(BAD_RECORD_REASONS) == subclasses(RecordError) - {"RecordError"}
+
+
+def test_deletion_vectors_count_once_per_puffin_file_under_their_own_label(tmp_path: Path):
+    from ingest.writer import BatchFiles, file_counts
+    from table.deletes.writers import DeletionVectorWriter
+    from table.io import FileIO
+
+    writer = DeletionVectorWriter(FileIO.for_location(str(tmp_path)), str(tmp_path / "data"))
+    for i in range(15):  # one batch's DVs: 15 data files, one Puffin file
+        writer.delete(f"{tmp_path}/data/f{i}.parquet", [0, i + 1], 0, ())
+    dvs = writer.close()
+    [puffin] = list((tmp_path / "data").glob("*.puffin"))
+    assert len(dvs) == 15 and {dv.file_path for dv in dvs} == {str(puffin)}
+
+    registry = CollectorRegistry()
+    metrics = IngestMetrics(registry)
+    metrics.register_table("db.t")
+    metrics.batch_committed("db.t", records=30, committed_rows=30, attempts=1, duration_s=1.0, commit_s=0.1,
+                            files=file_counts(BatchFiles([], dvs, 30)))
+    sample = registry.get_sample_value
+    assert sample("floe_ingest_files_written_total", {"table": "db.t", "content": "deletion_vectors"}) == 1
+    assert sample("floe_ingest_bytes_written_total", {"table": "db.t", "content": "deletion_vectors"}) \
+        == puffin.stat().st_size
+    assert sample("floe_ingest_files_written_total", {"table": "db.t", "content": "position_deletes"}) == 0
