@@ -248,6 +248,10 @@ class TableSpec:
             raise JobSpecError("table.format_version", f"expected 2 or 3, got {self.format_version!r}")
         if (self.bad_records == "dead-letter") != (self.dead_letter_topic is not None):
             raise JobSpecError("table.dead_letter_topic", "set it exactly when bad_records is 'dead-letter'")
+        version = dict(self.properties).get("format-version")
+        if version is not None and version != str(self.format_version):
+            raise JobSpecError("table.properties['format-version']",
+                               f"{version!r} conflicts with format_version {self.format_version}")
         try:
             self.partition_spec()
             self.iceberg_sort_order()

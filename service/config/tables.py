@@ -14,6 +14,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, model_va
 
 from commit.errors import InvalidArgument
 from commit.identifiers import to_table_identifier
+from commit.key_index.manifest import KEY_INDEX_PROPERTY
 from ingest.kafka_columns import KAFKA_SOURCES, is_kafka_source, kafka_source_problem
 from service.config.credentials import url_password_problems
 from service.config.fields import ConfigPath, Properties, Section, StringList, TopicName, comma_list
@@ -24,6 +25,18 @@ from table.errors import SchemaError, TableError
 from table.partitioning import build_partition_spec
 from table.schema import Schema
 from table.transforms import parse_transform
+
+
+FORMAT_VERSION_PROPERTY = "format-version"
+"""The table property Iceberg engines read at creation for the format version; here it agrees with ``format_version``."""
+
+MANAGED_TABLE_PROPERTIES = {
+    KEY_INDEX_PROPERTY: "managed by Floe's commits (the upsert key index; `floe index rebuild` replaces it)",
+    **{key: "reserved: Iceberg derives it from the table's metadata"
+       for key in ("uuid", "snapshot-count", "current-snapshot-id", "current-snapshot-summary",
+                   "current-snapshot-timestamp-ms", "current-schema", "default-partition-spec", "default-sort-order")},
+}
+"""Table properties a configuration may not set, with the reason: whatever it set would be overwritten or ignored."""
 
 
 class FormatConfig(Section):
@@ -183,6 +196,16 @@ class TableConfig(Section):
         description="Iceberg table properties set at creation (e.g. `write.target-file-size-bytes`).",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _format_version_from_properties(cls, value: Any) -> Any:
+        """``properties: {format-version: "3"}`` is how Spark and pyiceberg ask for a v3 table: it stands for an unset
+        ``format_version``. A conflict between the two is reported by :meth:`_property_problems`, never overwritten."""
+        if not isinstance(value, dict) or "format_version" in value or not isinstance(value.get("properties"), dict):
+            return value
+        version = str(value["properties"].get(FORMAT_VERSION_PROPERTY, "")).strip()
+        return {**value, "format_version": int(version)} if version in ("2", "3") else value
+
     @property
     def namespace(self) -> tuple[str, ...]:
         return tuple(self.identifier.split(".")[:-1])
@@ -209,6 +232,7 @@ class TableConfig(Section):
     @model_validator(mode="after")
     def _coherent(self) -> "TableConfig":
         problems = [*self._identifier_problems(), *self._source_problems(), *self._mode_problems()]
+        problems += self._property_problems()
         problems += self._schema_problems() if self.columns is not None else []
         raise_all(problems)
         return self
@@ -249,6 +273,21 @@ class TableConfig(Section):
             problems.append(
                 ("dead_letter_topic", f"must not be a source topic of the same table, got {self.dead_letter_topic!r}")
             )
+        return problems
+
+    def _property_problems(self) -> list[Problem]:
+        """Properties that Floe sets itself (from a field, or in its commits) are refused when they would be ignored."""
+        problems = []
+        version = self.properties.get(FORMAT_VERSION_PROPERTY)
+        path = render_path(("properties", FORMAT_VERSION_PROPERTY))
+        if version is not None and version.strip() not in ("2", "3"):
+            problems.append((path, f"expected 2 or 3, got {version!r}"))
+        elif version is not None and int(version) != self.format_version:
+            problems.append((path, f"{version!r} conflicts with format_version: {self.format_version}; "
+                                   "set one of them, or both to the same version"))
+        for key, reason in MANAGED_TABLE_PROPERTIES.items():
+            if key in self.properties:
+                problems.append((render_path(("properties", key)), f"{reason}, not in properties"))
         return problems
 
     def _mode_problems(self) -> list[Problem]:

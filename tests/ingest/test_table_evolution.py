@@ -209,3 +209,20 @@ def test_iceberg_java_reads_the_evolved_table(catalog, iceberg_oracle):
     assert sorted(java.to_pylist(), key=lambda r: r["id"]) == expected
     assert java.schema.field("qty").type == pa.int64()
     assert rows(loaded) == expected
+
+
+def test_a_table_created_from_a_config_with_the_format_version_property_is_that_version(catalog, tmp_path: Path):
+    from service.config import load_config  # the configuration, as a user writes it, through to the created table
+    from service.jobs import build_jobs
+
+    config = tmp_path / "floe.yaml"
+    config.write_text(f"""
+kafka: {{bootstrap_servers: "localhost:9092"}}
+catalog: {{uri: "sqlite:///{tmp_path / 'catalog.db'}", warehouse: "{tmp_path / 'warehouse'}"}}
+checkpoint_location: {tmp_path / 'checkpoints'}
+tables:
+  - {{identifier: {IDENT}, topics: [orders], schema: [{{name: id, type: long}}], properties: {{format-version: "3"}}}}
+""")
+    [job] = build_jobs(load_config(config, {}))
+    loaded = ensure_table(catalog, job.table)
+    assert loaded.metadata.format_version == 3

@@ -397,6 +397,39 @@ def test_kafka_properties_managed_by_floe_are_refused(tmp_path: Path) -> None:
     assert load_config(write(tmp_path, data), {}).kafka.properties == {"fetch.max.bytes": "1024"}
 
 
+def test_format_version_property_alone_sets_the_format_version(tmp_path: Path) -> None:
+    # written as Spark's TBLPROPERTIES ('format-version'='3') or pyiceberg's properties={"format-version": "3"}
+    data = changed(lambda d: d["tables"][0].update(properties={"format-version": 3}))
+    table = load_config(write(tmp_path, data), {}).tables[0]
+    assert table.format_version == 3 and table.properties == {"format-version": "3"}
+
+
+def test_format_version_property_that_agrees_with_the_field_is_kept(tmp_path: Path) -> None:
+    data = changed(lambda d: d["tables"][0].update(format_version=3, properties={"format-version": "3"}))
+    assert load_config(write(tmp_path, data), {}).tables[0].format_version == 3
+
+
+def test_format_version_property_that_conflicts_with_the_field_is_refused_naming_both(tmp_path: Path) -> None:
+    data = changed(lambda d: d["tables"][0].update(format_version=2, properties={"format-version": "3"}))
+    assert problems_of(data, tmp_path) == [
+        "tables[0].properties.format-version: '3' conflicts with format_version: 2; "
+        "set one of them, or both to the same version"
+    ]
+    data["tables"][0]["properties"] = {"format-version": "4"}
+    del data["tables"][0]["format_version"]
+    assert problems_of(data, tmp_path) == ["tables[0].properties.format-version: expected 2 or 3, got '4'"]
+
+
+def test_table_properties_floe_or_iceberg_manage_are_refused(tmp_path: Path) -> None:
+    data = changed(lambda d: d["tables"][0].update(properties={"floe.key-index": "x", "current-snapshot-id": 1}))
+    assert problems_of(data, tmp_path) == [
+        "tables[0].properties['floe.key-index']: managed by Floe's commits (the upsert key index; "
+        "`floe index rebuild` replaces it), not in properties",
+        "tables[0].properties.current-snapshot-id: reserved: Iceberg derives it from the table's metadata, "
+        "not in properties",
+    ]
+
+
 def test_compaction_rewrite_options_are_iceberg_options(tmp_path: Path) -> None:
     options = {"partial-progress.enabled": True, "min-input-files": "x", "bogus": 1, "rewrite-job-order": "bytes-asc"}
     problems = problems_of(changed(lambda d: d.update(compaction={"rewrite_options": options})), tmp_path)
