@@ -142,6 +142,49 @@ def evolve_schema(schema: Schema, last_column_id: int, evolutions: Iterable[Diff
     return update.apply()
 
 
+@dataclass(frozen=True)
+class KeptColumn:
+    """An optional table column the configuration no longer lists: kept, and written as null from now on.
+
+    ``renamed_to`` names the one new optional column of the same type, when there is exactly one: the configuration
+    may mean a rename, which Floe cannot tell from a new column, so the note says how to rename it by hand instead.
+    """
+
+    path: tuple[str, ...]
+    type: str
+    renamed_to: Optional[str] = None
+    sql_table: str = ""
+
+    def note(self) -> str:
+        """One clause for ``floe check`` and the start-up log."""
+        column = ".".join(self.path)
+        text = f"keeps column {column} ({self.type}), no longer configured: written as null"
+        if self.renamed_to is None:
+            return text
+        return (f"{text}; if {self.renamed_to} is {column} renamed, rename it by hand before the start instead: "
+                f"ALTER TABLE {self.sql_table} RENAME COLUMN {sql_column(self.path)} TO {sql_name(self.renamed_to)}")
+
+
+def kept_columns(metadata: TableMetadata, table: TableSpec) -> list[KeptColumn]:
+    """The optional table columns the configuration lacks, each with the new column it may be a rename of."""
+    return list(_kept(metadata.schema().as_struct(), table.schema().as_struct(), (), sql_identifier(table.identifier)))
+
+
+def _kept(found: StructType, wanted: StructType, parent: tuple[str, ...], sql_table: str) -> Iterator[KeptColumn]:
+    wanted_by_name = {f.name: f for f in wanted.fields}
+    found_names = {f.name for f in found.fields}
+    added = [f for f in wanted.fields if f.name not in found_names and not f.required]
+    for field in found.fields:
+        if field.name in wanted_by_name:
+            inner = (field.field_type, wanted_by_name[field.name].field_type)
+            if isinstance(inner[0], StructType) and isinstance(inner[1], StructType):
+                yield from _kept(inner[0], inner[1], (*parent, field.name), sql_table)
+        elif not field.required:
+            same = [f.name for f in added if _shape(f) == _shape(field)]
+            yield KeptColumn((*parent, field.name), type_text(field.field_type),
+                             same[0] if len(same) == 1 else None, sql_table)
+
+
 # ---------------------------------------------------------------------------
 # Columns
 # ---------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from commit.metadata_committer import (
     commit_metadata_change,
 )
 from ingest.job import TableSpec, as_dict
-from ingest.table_diff import Difference, evolve_schema, table_differences
+from ingest.table_diff import Difference, evolve_schema, kept_columns, table_differences
 from table import properties
 from table.metadata import TableMetadata
 from table.parquet.writer import WriterOptions
@@ -70,6 +70,8 @@ def ensure_table(catalog: Catalog, table: TableSpec) -> LoadedTable:
     if not catalog.table_exists(ident):
         _create(catalog, table)
     loaded = catalog.load_table(ident)
+    for kept in kept_columns(loaded.metadata, table):
+        log.warning("table %s %s", table.identifier, kept.note(), extra={"table": table.identifier})
     if check_table(loaded.metadata, table):
         loaded = evolve_table(catalog, table)
     if needs_unpartitioned_spec(loaded.metadata, table):

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from commit.catalog import Catalog
 from commit.errors import NoSuchCatalog
 from commit.identifiers import to_table_identifier
+from ingest.table_diff import kept_columns
 from ingest.table_setup import TableMismatchError, TablePropertyError, check_table, needs_unpartitioned_spec
 from runtime.logging import redact_text, summarize_error
 from runtime.spark_session import local_cores
@@ -189,6 +190,7 @@ def _table_plan(catalog: Catalog, table: TableConfig) -> str:
     metadata = catalog.load_table(ident).metadata
     evolutions = check_table(metadata, spec)
     plan = "will evolve: " + ", ".join(d.summary() for d in evolutions) if evolutions else "exists and matches"
+    plan += "".join(f"; {kept.note()}" for kept in kept_columns(metadata, spec))
     if needs_unpartitioned_spec(metadata, spec):
         plan += "; will add an unpartitioned spec for global equality deletes"
     return plan
