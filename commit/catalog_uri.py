@@ -61,6 +61,8 @@ def redact_uri(uri: str) -> str:
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
         query = urlencode([(k, "***" if k.lower() in _SECRET_QUERY_KEYS else v) for k, v in pairs])
+    if (netloc, query) == (parts.netloc, parts.query):
+        return uri  # nothing to hide; urlunsplit would also drop the empty authority of sqlite:////abs/path
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 

@@ -189,12 +189,17 @@ def _ingest(args: argparse.Namespace) -> int:
 
     from runtime.signals import install_stop_signals
     from service.ingest_command import run_ingest_service
+    from service.jobs import SkipOptionError, command_line_skips
 
     config = _load(args.config)
     _configure_logging(config)
+    try:
+        skip = command_line_skips(config, args.skip or ())
+    except SkipOptionError as exc:
+        raise UsageError(str(exc)) from None
     stop = threading.Event()
     install_stop_signals(stop, logging.getLogger("floe.ingest"))
-    return run_ingest_service(config, stop=stop)
+    return run_ingest_service(config, stop=stop, skip=skip)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -253,6 +258,7 @@ def _add_table_commands(commands: argparse._SubParsersAction) -> None:
     rewrite = sub.add_parser("rewrite-position-deletes", parents=[catalog],
                              help="fold a v3 table's position delete files into deletion vectors")
     rewrite.add_argument("identifier", help="namespace.table")
+    _name_choices(sub)
     table.set_defaults(func=_table)
 
 
@@ -266,13 +272,14 @@ def _add_index_commands(commands: argparse._SubParsersAction) -> None:
     ):
         command = sub.add_parser(name, parents=[catalog], help=text)
         command.add_argument("identifier", help="namespace.table")
+    _name_choices(sub)
     index.set_defaults(func=_index)
 
 
 def build_parser() -> argparse.ArgumentParser:
     from service.metrics import floe_version
 
-    parser = argparse.ArgumentParser(prog="floe", description="Land Kafka topics in Apache Iceberg v2 tables.")
+    parser = argparse.ArgumentParser(prog="floe", description="Land Kafka topics in Apache Iceberg tables (format v2 or v3).")
     parser.add_argument("--version", action="version", version=f"floe {floe_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -283,6 +290,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     ingest = commands.add_parser("ingest", parents=[_config_option(True)],
                                  help="run the streaming job: one query per table, until stopped")
+    ingest.add_argument("--skip", action="append", metavar="TOPIC/PARTITION@OFFSET",
+                        help="skip this record, whatever it holds, in every table that reads its topic (repeatable; "
+                             "e.g. the place a 'bad record at orders/0@50' failure names). The batch holding it "
+                             "lands every other record and lists it in its snapshot summary (floe table history). "
+                             "For this run only: tables[].skip_records keeps a skip across restarts")
     ingest.set_defaults(func=_ingest)
 
     compact = commands.add_parser("compact", parents=[_config_option(True)],
@@ -298,7 +310,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--duration", type=float, default=60.0, help="seconds of order events to produce (default: 60)")
     demo.add_argument("--rate", type=int, default=200, help="order events per second (default: 200)")
     demo.set_defaults(func=_demo)
+    _name_choices(commands)
     return parser
+
+
+def _name_choices(subcommands: argparse._SubParsersAction) -> None:
+    """A missing subcommand is reported by its choices (``required: {list,describe,...}``), not by the
+    internal name argparse would print otherwise (``required: table_command``)."""
+    subcommands.metavar = "{" + ",".join(subcommands.choices) + "}"
 
 
 # ---------------------------------------------------------------------------

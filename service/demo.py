@@ -158,7 +158,8 @@ def demo_config(work: Path, bootstrap: str) -> FloeConfig:
             "partition_spec": ["bucket(4, order_id)"],
             "sort_order": ["order_id"],
         }],
-        # Rewrite everything, so that no equality delete is left: pyiceberg (and DuckDB) cannot read them.
+        # Rewrite every file in the demo's one compaction cycle, so that it visibly merges a minute's small files
+        # and folds their position deletes in (an upsert table Floe creates deletes by position: no equality deletes).
         "compaction": {"rewrite_options": {"min-input-files": "2", "rewrite-all": "true"}},
     }
     path = work / "floe.yaml"

@@ -54,6 +54,7 @@ def describe(metadata_location: str, metadata: TableMetadata) -> list[str]:
     lines = [
         f"location:          {metadata.location}",
         f"metadata:          {metadata_location}",
+        f"format version:    {metadata.format_version}",
         f"table uuid:        {metadata.table_uuid}",
         f"last sequence:     {metadata.last_sequence_number}",
         f"current snapshot:  {current.snapshot_id if current else 'none'}",

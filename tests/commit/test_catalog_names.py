@@ -47,6 +47,12 @@ def test_redaction_removes_every_password() -> None:
     assert "hunter2" not in str(caught.value)
 
 
+@pytest.mark.parametrize("uri", ["sqlite:////tmp/floe/catalog.db", "sqlite:///relative/catalog.db",
+                                 "postgresql://u@h:5432/db?sslmode=require", "http://127.0.0.1:8181/catalog"])
+def test_a_uri_without_secrets_is_shown_exactly_as_written(uri: str) -> None:
+    assert redact_uri(uri) == uri  # floe check printed sqlite://tmp/floe/catalog.db: two slashes lost
+
+
 def test_namespaces_and_identifiers() -> None:
     assert to_namespace("a.b") == ("a", "b")
     assert to_namespace(["a", "b"]) == ("a", "b")

@@ -53,6 +53,7 @@ def test_table_list_describe_history(registered_table, capsys):
     out = capsys.readouterr().out
     assert "1: id: required long" in out and "id_bucket=bucket[2](id)" in out
     assert table.metadata_location in out
+    assert f"format version:    {table.metadata.format_version}" in out.splitlines()
 
     assert main([*base, "history", "db.people"]) == EXIT_OK
     lines = capsys.readouterr().out.strip().splitlines()
@@ -317,3 +318,15 @@ def test_the_debug_traceback_is_redacted_too(capsys):
     err = capsys.readouterr().err
     assert "Traceback" in err and "sasl.password=***" in err
     assert "hunter2" not in err
+
+
+@pytest.mark.parametrize(("argv", "choices"), [([], "{check,ingest,compact,table,index,demo}"),
+                                               (["table"], "{list,describe,history,files,scan,upgrade,"
+                                                           "rewrite-position-deletes}"),
+                                               (["index"], "{check,rebuild}")])
+def test_a_missing_subcommand_is_named_by_its_choices(argv: list[str], choices: str, capsys) -> None:
+    with pytest.raises(SystemExit) as ended:
+        main(argv)
+    assert ended.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.endswith(f"the following arguments are required: {choices}"), last
