@@ -1,5 +1,5 @@
 # Floe's two entry points (see README.md):
-#   make demo   set up, then run Floe's main job on embedded defaults
+#   make demo   set up what Floe runs with, then run Floe's main job on embedded defaults
 #   make test   set up, then run the whole test suite
 # Set-up is incremental: a second run downloads nothing.
 
@@ -8,7 +8,7 @@ VENV   := .venv
 JARS   := .cache/jars
 PYTEST_ARGS ?=
 
-.PHONY: setup venv jars postgres promtool test demo clean
+.PHONY: setup venv jars runtime-jars postgres promtool test demo clean
 
 setup: venv jars
 
@@ -30,6 +30,10 @@ $(VENV)/.pyspark-bytecode: $(VENV)/.installed
 jars:
 	deploy/fetch-jars.sh $(JARS)
 
+# The jar sets Floe itself runs with (the demo's): the test-only sets are about 200 MB more.
+runtime-jars:
+	deploy/fetch-jars.sh $(JARS) spark-kafka kafka-broker
+
 # The catalog tests start a real PostgreSQL server from Debian's package.
 postgres:
 	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null 2>&1 || \
@@ -48,7 +52,7 @@ promtool:
 test: setup postgres promtool
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
-demo: setup
+demo: venv runtime-jars
 	$(VENV)/bin/floe demo
 
 clean:

@@ -21,11 +21,13 @@ import stat
 import sys
 import tempfile
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 from runtime.jars import jar_paths
 from runtime.logging import MASK, SECRET_WORDS
+from runtime.signals import ignore_stop_signals
 
 QUIET_LOGGERS = {
     # startup notes of every local run
@@ -36,6 +38,9 @@ QUIET_LOGGERS = {
     # "Query ... terminated with error" and the whole Python traceback inside it: Floe reports a
     # failed query itself, in one line (service.failures)
     "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution": "fatal",
+    # "Current batch is falling behind", at every start (the first batch starts the Python workers): each batch
+    # line gives its duration, and lag and freshness (with their alert rules) say whether a table falls behind
+    "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor": "error",
     # "Failed to cancel job group": a stopped query's jobs have ended already
     "org.apache.spark.scheduler.DAGScheduler": "error",
     # the Kafka clients' reconnect chatter: Floe's lag probe reports an unreachable broker once per attempt
@@ -201,9 +206,73 @@ def build_spark_session(
     builder = SparkSession.builder.appName(app_name).config("spark.jars", ",".join(jars))
     for key, value in settings.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    session = _get_or_create_shielded(builder)
     _route_pyspark_loggers()
     return session
+
+
+def _get_or_create_shielded(builder):  # -> pyspark.sql.SparkSession
+    """``builder.getOrCreate()``, leaving this process's SIGTERM and SIGINT handlers in place.
+
+    Two things would take a stop signal away from Floe's graceful stop
+    (:func:`runtime.signals.install_stop_signals`): a SparkContext created in
+    the main thread replaces the SIGINT handler with its own (it cancels every
+    job and raises KeyboardInterrupt), so the session is created in a helper
+    thread, where pyspark installs none; and the JVM it launches would die of
+    a SIGTERM sent to Floe's process group, so it is launched ignoring both
+    signals. The main thread waits, still able to take a signal meanwhile.
+    """
+    outcome: dict[str, object] = {}
+
+    def create() -> None:
+        try:
+            with _gateway_ignoring_stop_signals():
+                outcome["session"] = builder.getOrCreate()
+        except BaseException as error:  # noqa: BLE001 - re-raised in the calling thread below
+            outcome["error"] = error
+
+    thread = threading.Thread(target=create, name="floe-spark-start")
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["session"]
+
+
+_GATEWAY_LAUNCH = threading.Lock()
+
+
+@contextmanager
+def _gateway_ignoring_stop_signals() -> Iterator[None]:
+    """While it lasts, the JVM pyspark launches (``java_gateway.launch_gateway``) ignores SIGTERM and SIGINT.
+
+    pyspark gives no way to add to its ``preexec_fn`` (it already ignores
+    SIGINT there), so its ``Popen`` is wrapped for the launch. The JVM still
+    ends when this process does: pyspark's gateway server exits when its
+    stdin, a pipe from this process, closes; SIGKILL to the group ends it at once.
+    """
+    from pyspark import java_gateway
+
+    with _GATEWAY_LAUNCH:
+        original = java_gateway.Popen
+
+        def popen(*args: Any, **kwargs: Any) -> Any:
+            return original(*args, **{**kwargs, "preexec_fn": _also_ignoring_stop_signals(kwargs.get("preexec_fn"))})
+
+        java_gateway.Popen = popen
+        try:
+            yield
+        finally:
+            java_gateway.Popen = original
+
+
+def _also_ignoring_stop_signals(preexec: Optional[Callable[[], None]]) -> Callable[[], None]:
+    def run() -> None:
+        if preexec is not None:
+            preexec()
+        ignore_stop_signals()
+
+    return run
 
 
 def _route_pyspark_loggers() -> None:

@@ -554,6 +554,16 @@ def test_dockerfile_fetches_only_runtime_jar_sets_into_floe_jars_dir() -> None:
     assert f"FLOE_JARS_DIR={destination}" in runtime_env
 
 
+def test_make_demo_fetches_only_the_jar_sets_floe_runs_with() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    prerequisites = re.search(r"^demo:([^\n]*)$", makefile, re.M)[1].split()
+    assert "setup" not in prerequisites and "jars" not in prerequisites, prerequisites
+    [target] = [p for p in prerequisites if p.endswith("jars")]
+    recipe = re.search(rf"^{target}:[^\n]*\n\t([^\n]*)", makefile, re.M)[1]
+    [docker_fetch] = [c for c in dockerfile_build_commands() if setup_step(c) == "fetch-jars"]
+    assert shlex.split(recipe)[2:] == shlex.split(docker_fetch)[2:] == ["spark-kafka", "kafka-broker"]
+
+
 def test_dockerfile_base_images_match_the_readme_prerequisites() -> None:
     readme = (ROOT / "README.md").read_text()
     python = re.search(r"Python (\d+\.\d+)", readme)[1]
