@@ -70,11 +70,14 @@ def write_equality_deletes(spark: Any, table: str, column: str, values: list[Any
     eq_ids = gateway.new_array(jvm.int, 1)
     eq_ids[0] = field.fieldId()
     delete_schema = jvm.org.apache.iceberg.types.TypeUtil.select(schema, jvm.java.util.Collections.singleton(field.fieldId()))
-    factory = jvm.org.apache.iceberg.data.GenericAppenderFactory(jtable.schema(), jtable.spec(), eq_ids, delete_schema, None)
+    # Iceberg 1.12 removed GenericAppenderFactory; its file writer factory is built per table.
+    builder = getattr(jvm.org.apache.iceberg.data, "GenericFileWriterFactory$Builder")(jtable)
+    factory = (builder.deleteFileFormat(jvm.org.apache.iceberg.FileFormat.PARQUET).equalityFieldIds(eq_ids)
+               .equalityDeleteRowSchema(delete_schema).build())
     location = jtable.locationProvider().newDataLocation(f"eq-deletes-{jvm.java.util.UUID.randomUUID().toString()}.parquet")
     out = jvm.org.apache.iceberg.encryption.EncryptedFiles.plainAsEncryptedOutput(jtable.io().newOutputFile(location))
     partition = _partition_data(jvm, jtable, partition_values) if partition_values is not None else None
-    writer = factory.newEqDeleteWriter(out, jvm.org.apache.iceberg.FileFormat.PARQUET, partition)
+    writer = factory.newEqualityDeleteWriter(out, jtable.spec(), partition)
     # The delete records are the table's own matching rows, projected by Iceberg's
     # generic reader: Java-typed values that never cross into Python (py4j would
     # turn a boxed Long into a Python int and back into an Integer).
