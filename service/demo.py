@@ -413,7 +413,7 @@ def _iceberg_jars() -> str:
     return f"--packages {ICEBERG_SPARK_RUNTIME},{SQLITE_JDBC}"
 
 
-ICEBERG_SPARK_RUNTIME = "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.11.0"
+ICEBERG_SPARK_RUNTIME = "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0"
 SQLITE_JDBC = "org.xerial:sqlite-jdbc:3.50.3.0"
 
 
