@@ -34,3 +34,16 @@ def install_stop_signals(stop: threading.Event, log: logging.Logger) -> None:
     threading.Thread(target=announce, name="floe-stop-announcer", daemon=True).start()
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
+
+
+def ignore_stop_signals() -> None:
+    """SIGTERM and SIGINT ignored: run in a child (``preexec_fn``) that a stop must not reach.
+
+    A signal sent to Floe's process group (``timeout``, a terminal's Ctrl-C)
+    reaches every process in it. Spark's JVM would die of SIGTERM before
+    Floe's graceful stop could use it. An ignored signal stays ignored across
+    ``exec`` and in the JVM's own children (it installs no handler for a
+    shutdown signal it finds ignored); SIGKILL still ends them all.
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
