@@ -1,21 +1,28 @@
-"""End to end: the ingest process is SIGKILLed at random points and restarted on its checkpoint,
+"""End to end: the ingest process is SIGKILLed at chosen points and restarted on its checkpoint,
 while the compactor runs alongside.
 
 ``python -m ingest`` runs in its own process group (driver, JVM and Python
-workers), which is killed outright at least five times: during start-up,
-between batches, in the middle of decoding, writing or committing. Each
-restart resumes from the same checkpoint. Meanwhile a compactor in this
-process rewrites small files again and again. The final table must equal the
-expected one: no duplicate row, no lost change, no resurrected delete. The
-table is an upsert table under the position delete strategy: at every
-snapshot ``main`` holds no equality delete, and Floe's reader, Iceberg Java
-and pyiceberg return exactly the rows of the batches committed so far; the
-key index checks clean at the end.
+workers), which is killed outright at least five times: during start-up (its
+JVM up, or its query just started), right after a commit, and in the middle
+of a batch (decoding, writing or committing). Each restart resumes from the
+same checkpoint. Every kill waits for a state of the run, never for time
+alone: before each start the topic is topped up to several batches beyond
+what the table has committed, so the run is still busy when its kill point
+comes on a fast machine as on a slow one; a run that drains the topic anyway
+is followed by more input and another start, not by the end of the loop.
+Meanwhile a compactor in this process rewrites small files again and again.
+The final table must equal the one every delivered change implies: no
+duplicate row, no lost change, no resurrected delete. The table is an upsert
+table under the position delete strategy: at every snapshot ``main`` holds no
+equality delete, and Floe's reader, Iceberg Java and pyiceberg return exactly
+the rows of the batches committed so far; the key index checks clean at the
+end.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import os
 import random
@@ -24,7 +31,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -43,6 +50,7 @@ from table.io import FileIO
 from table.metadata import MAIN_BRANCH
 from table.scan import TableScan
 from tests.ingest.e2e_support import (
+    Delivered,
     batch_lines,
     change_events,
     check_v3_snapshot,
@@ -55,41 +63,125 @@ from tests.ingest.e2e_support import (
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
 
-# 14 batches: enough for 5 kills (each kill comes after a committed batch, and costs at most that batch) with the
-# suite inside 30 minutes (the REST case: 7 batches for 3 kills).
-EVENTS = 10_500
 KEYS = 3_000
 PARTITIONS = 3
 MAX_OFFSETS = 750
-KILLS = 5
+# Before each start the topic holds at least this many records beyond what the table has committed: four batches.
+# A run killed mid-batch (after its second batch, within one batch's time) then still has a batch to go when the
+# kill comes; one killed at start-up or right after its first commit has more.
+BACKLOG = 4 * MAX_OFFSETS
+STREAM = 40_000  # the change stream the loop produces from, as far as it needs (about 5,000 for 5 kills)
 BUCKETED = (("bucket[4]", "id"),)
-START_TIMEOUT_S = 120.0
+STATE_TIMEOUT_S = 180.0
 
 
-def kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the driver, its JVM and Python workers; wait until all are gone."""
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+class Kill(enum.Enum):
+    """Where a run is killed. Each point is a state of the run (a process, a log line), not a time."""
+
+    START_UP = "start-up"  # its JVM is up: the session, the table set-up or the query start is under way
+    QUERY_STARTED = "query started"  # its query just started: the first batch is being planned
+    AFTER_COMMIT = "after a commit"  # a commit just landed: Spark may not have recorded it yet
+    MID_BATCH = "mid-batch"  # within the batch after its second one: decoding, writing or committing
+
+
+# The v2 and v3 cases take all five; the REST case the first three.
+SCHEDULE = (Kill.START_UP, Kill.AFTER_COMMIT, Kill.MID_BATCH, Kill.QUERY_STARTED, Kill.MID_BATCH)
+
+
+class Feed:
+    """The change stream, produced as far as the kill loop needs it; ``delivered`` is everything produced."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap, self.topic = bootstrap, topic
+        self.events = change_events(STREAM, KEYS, seed=5)
+        self.delivered: list[Delivered] = []
+
+    def top_up(self, committed: int) -> None:
+        """Produce until the topic holds ``BACKLOG`` records beyond the ``committed`` ones."""
+        start = len(self.delivered)
+        missing = committed + BACKLOG - start
+        if missing > 0:
+            assert start + missing <= len(self.events), f"the change stream ran out at {start} events"
+            self.delivered += produce(self.bootstrap, self.topic, self.events[start:start + missing])
+
+
+def committed_records(job: Any, topic: str) -> int:
+    """How many records of ``topic`` the table has committed (offsets start at 0: a new topic, no transactions)."""
+    with open_catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+        if not catalog.table_exists(job.table.identifier):
+            return 0
+        return sum(committed_offsets(catalog.load_table(job.table.identifier).metadata).get(topic, {}).values())
+
+
+def kill_group(proc: subprocess.Popen) -> bool:
+    """SIGKILL the driver, its JVM and Python workers; wait until all are gone.
+
+    True when the SIGKILL ended the run, False when its driver had already exited on its own.
+    """
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:  # the whole group had exited (its driver reaped by a poll): nothing left to kill
+        pass
+    code = proc.wait(timeout=30)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
             os.killpg(proc.pid, 0)
         except ProcessLookupError:
-            return
+            return code == -signal.SIGKILL
         time.sleep(0.2)
     raise AssertionError(f"process group {proc.pid} survived SIGKILL")
 
 
-def wait_for_batches(proc: subprocess.Popen, log: Path, seen: int, timeout_s: float) -> bool:
-    """Wait until the log has more batch lines than ``seen``; False if the process ended first."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if len(batch_lines(log)) > seen:
-            return True
+def jvm_running(pgid: int) -> bool:
+    """Whether a java process runs in the process group ``pgid`` (the ingest's Spark JVM)."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry.name)) == pgid and Path(entry.path, "comm").read_text().strip() == "java":
+                return True
+        except (ProcessLookupError, FileNotFoundError):  # a process that ended while we looked is not the JVM
+            continue
+    return False
+
+
+def query_starts(log: Path) -> int:
+    """How many ``ingest query ... started`` lines the log has."""
+    return sum(1 for line in log.read_text(errors="replace").splitlines()
+               if line.startswith("{") and '"ingest query ' in line and " started (id " in line)
+
+
+def await_state(proc: subprocess.Popen, reached: Callable[[], bool], what: str, log: Path) -> bool:
+    """Wait until ``reached()``; False if the run ended first."""
+    deadline = time.monotonic() + STATE_TIMEOUT_S
+    while not reached():
         if proc.poll() is not None:
             return False
+        assert time.monotonic() < deadline, f"no {what} within {STATE_TIMEOUT_S}s; see {log}"
         time.sleep(0.05)
-    raise AssertionError(f"no batch within {timeout_s}s; see {log}")
+    return True
+
+
+def reach(point: Kill, proc: subprocess.Popen, log: Path, batches: int, starts: int, rng: random.Random) -> bool:
+    """Wait for ``point`` in the run ``proc``, whose log had ``batches`` batch and ``starts`` query-start lines
+    before it; False if the run ended first."""
+    if point is Kill.START_UP:
+        if not await_state(proc, lambda: jvm_running(proc.pid), "JVM", log):
+            return False
+        time.sleep(rng.uniform(0.0, 1.5))  # somewhere in the session, table and query set-up
+        return True
+    if point is Kill.QUERY_STARTED:
+        return await_state(proc, lambda: query_starts(log) > starts, "query start", log)
+    if not await_state(proc, lambda: len(batch_lines(log)) > batches, "batch", log):
+        return False
+    if point is Kill.AFTER_COMMIT:
+        return True
+    first = time.monotonic()
+    if not await_state(proc, lambda: len(batch_lines(log)) > batches + 1, "second batch", log):
+        return False
+    time.sleep(rng.uniform(0.0, time.monotonic() - first))  # within the next batch, timed by this one
+    return True
 
 
 class Compactor(threading.Thread):
@@ -115,24 +207,55 @@ class Compactor(threading.Thread):
         except BaseException as error:  # reported by the test
             self.error = error
 
+    def await_rewrite(self, timeout_s: float = 120.0) -> None:
+        """Wait until a run rewrote something (the quiet table has small files enough)."""
+        deadline = time.monotonic() + timeout_s
+        while not any(r.groups for r in self.reports):
+            assert self.is_alive(), f"the compactor stopped: {self.error!r}"
+            assert time.monotonic() < deadline, "the compactor never rewrote anything"
+            time.sleep(0.5)
+
+
+def kill_loop(job: Any, job_file: Path, log: Path, feed: Feed, least_kills: int) -> tuple[list[Kill], int]:
+    """Start and kill the ingest at ``SCHEDULE``'s points until ``least_kills`` kills have landed.
+
+    Before each start the topic is topped up beyond the committed records; a run that still ended before
+    its kill point (it must have exited 0) is followed by more input and another start. Returns the kills
+    and the number of such runs.
+    """
+    rng = random.Random(1234)
+    kills: list[Kill] = []
+    drained = 0
+    while len(kills) < least_kills:
+        feed.top_up(committed_records(job, feed.topic))
+        point = SCHEDULE[len(kills)]
+        batches, starts = len(batch_lines(log)), query_starts(log)
+        proc = start_ingest(job_file, log)
+        reached = reach(point, proc, log, batches, starts, rng)
+        if kill_group(proc) and reached:
+            kills.append(point)
+            continue
+        assert proc.returncode == 0, f"an ingest run failed with exit {proc.returncode}; see {log}"
+        drained += 1
+        assert drained <= least_kills, f"{drained} runs drained the topic before their kill point; see {log}"
+    return kills, drained
+
 
 # Both sources are killed 5 times: Spark's Kafka source in the v2 case, Floe's own (kafka.reader: python)
 # in the v3 case (which source reads does not change what is written). The v2 cases write a bucketed table
 # after an exchange by key; the v3 case an unpartitioned one from its decode tasks (the direct upsert).
-@pytest.mark.parametrize(("format_version", "through_rest", "least_kills", "events", "reader", "partition", "write"),
-                         [(2, False, KILLS, EVENTS, "spark", BUCKETED, "exchange"),
-                          (3, False, KILLS, EVENTS, "python", (), "direct-upsert"),
-                          (2, True, 3, EVENTS // 2, "spark", BUCKETED, "exchange")],
+@pytest.mark.parametrize(("format_version", "through_rest", "least_kills", "reader", "partition", "write"),
+                         [(2, False, 5, "spark", BUCKETED, "exchange"),
+                          (3, False, 5, "python", (), "direct-upsert"),
+                          (2, True, 3, "spark", BUCKETED, "exchange")],
                          ids=["v2-position-deletes", "v3-deletion-vectors-python-source-direct-upsert",
                               "v2-through-the-rest-catalog"])
 def test_sigkill_at_random_points_loses_and_duplicates_nothing(kafka_bootstrap, new_topic, iceberg_oracle, tmp_path: Path,
                                                                format_version: int, through_rest: bool,
-                                                               least_kills: int, events: int, reader: str,
+                                                               least_kills: int, reader: str,
                                                                partition: tuple, write: str,
                                                                request: pytest.FixtureRequest):
     topic = new_topic("e2e-crash", partitions=PARTITIONS)
-    delivered = produce(kafka_bootstrap, topic, change_events(events, KEYS, seed=5))
-    expected = expected_table(delivered)
     job = upsert_job(kafka_bootstrap, topic, tmp_path, max_offsets=MAX_OFFSETS, partition=partition)
     job = dataclasses.replace(job, table=dataclasses.replace(job.table, format_version=format_version),
                               source=dataclasses.replace(job.source, reader=reader))
@@ -142,36 +265,25 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(kafka_bootstrap, 
     job_file = tmp_path / "job.json"
     job_file.write_text(json.dumps(job_to_json(job)))
     log = tmp_path / "ingest.log"
-    rng = random.Random(1234)
+    log.touch()  # every run appends to it
+    feed = Feed(kafka_bootstrap, topic)
 
     compactor = Compactor(job.catalog.uri, job.catalog.warehouse, job.table.identifier)
     compactor.start()
-    kills = 0
-    while kills < least_kills:
-        proc = start_ingest(job_file, log)
-        seen = len(batch_lines(log))
-        if kills == 0:
-            time.sleep(rng.uniform(2.0, 6.0))  # during start-up: JVM, session, table set-up
-        else:
-            if not wait_for_batches(proc, log, seen, START_TIMEOUT_S):
-                break  # it finished everything before we could kill it
-            # At once (a commit just landed: Spark may not have recorded it yet), or
-            # somewhere in the next batch: decoding, writing or committing.
-            time.sleep(0.0 if kills == 1 else rng.uniform(0.0, 5.0))
-        if proc.poll() is not None:
-            break
-        kill_group(proc)
-        kills += 1
-    assert kills >= least_kills, f"only {kills} kills happened; the run finished too quickly"
+    kills, drained = kill_loop(job, job_file, log, feed, least_kills)
 
     final = start_ingest(job_file, log)
     assert final.wait(timeout=600) == 0, f"the last run failed; see {log}"
+    compactor.await_rewrite()
     compactor.stop.set()
     compactor.join(120)
     assert compactor.error is None, compactor.error
     assert [r.result for r in compactor.reports if r.result not in (RunResult.SUCCESS, RunResult.PARTIAL)] == []
-    assert sum(len(r.groups) for r in compactor.reports) > 0, "the compactor never rewrote anything"
+    delivered = feed.delivered
+    print(f"killed at {[k.value for k in kills]}; {drained} runs drained the topic first; "
+          f"{len(delivered)} events, {len(batch_lines(log))} batch lines")
 
+    expected = expected_table(delivered)
     with open_catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
         loaded = catalog.load_table(job.table.identifier)
     ends = {p: max(d.offset for d in delivered if d.partition == p) + 1 for p in range(PARTITIONS)}
