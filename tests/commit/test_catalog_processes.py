@@ -1,7 +1,9 @@
 """Several processes on one catalog: the compare-and-swap has exactly one winner.
 
 Workers are started with "spawn", so each is a fresh interpreter that opens
-its own connection, as separate Floe processes (or hosts) would.
+its own connection, as separate Floe processes (or hosts) would. Their
+first swaps all expect the initial location (they wait for each other
+between the load and the swap), so the race happens on any machine.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ def _swap_worker(uri: str, warehouse: str, worker_id: int, start: Any, results: 
         while len(wins) < SWAPS_PER_PROCESS:
             current = catalog.load_pointer("db.t").metadata_location
             new = f"{warehouse}/db/t/metadata/w{worker_id}-{attempt}.metadata.json"
+            if attempt == 0:  # the first swaps all expect the initial location: a race on any machine
+                start.wait(timeout=120)
             attempt += 1
             try:
                 catalog.swap_metadata_location("db.t", current, new)
@@ -100,6 +104,8 @@ def test_concurrent_swaps_have_one_winner_per_location(catalog: Catalog, catalog
     pointer = catalog.load_pointer("db.t")
     assert pointer.metadata_location == chain[-1]
     assert pointer.previous_metadata_location == chain[-2]
+    # The first swaps all expected the initial location: one won, the others lost.
+    assert sum(1 for expected, _ in conflicts if expected == initial) == PROCESSES - 1
     # A conflict always reports where the pointer had moved to, never the stale location.
     assert all(expected != current for expected, current in conflicts)
     assert {current for _, current in conflicts} <= set(chain)

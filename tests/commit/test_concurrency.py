@@ -7,7 +7,9 @@ adds a small data file with four new keys and an upsert of one key of batch
 keys only): the upserted key must come back exactly once with its new value,
 the other deleted key must stay deleted. All 200 commits must land in one
 linear history with sequence numbers 1..200, totals that add up, and the
-rows all readable with Floe's reader.
+rows all readable with Floe's reader. Every writer's first commit waits,
+metadata written, until all four have written theirs: they swap from the same
+base, so three of them lose a race on any machine; later commits race freely.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pyarrow as pa
 from commit.catalogs import open_catalog
 from commit.coordinator import commit_batch
 from commit.exactly_once import BATCH_ID, WRITER_ID, committed_offsets
+from commit.metadata_committer import PendingCommit
 from commit.summary import TOTALS
 from table.arrow_schema import cast_to_schema
 from table.io import FileIO
@@ -82,11 +85,18 @@ def _writer(uri: str, warehouse: str, name: str, writer: int, start: Any, result
             table = CommitTable(catalog, name, FileIO.for_location(warehouse))  # type: ignore[arg-type]
             start.wait()
             committed = []
+
+            def race(pending: PendingCommit) -> None:
+                """The first batch's first attempt: swap once every writer holds one on the same base."""
+                if pending.attempt == 1:
+                    start.wait(timeout=120)
+
             for n in range(BATCHES):
                 data = _write_rows(table, _batch_rows(writer, n))
                 deletes = [table.write_equality_deletes(_deleted_keys(writer, n))] if n else []
                 offsets = {TOPIC: {writer: (n * 10, n * 10 + 10)}}
-                result = commit_batch(catalog, name, f"w{writer}", n, offsets, [data], deletes)  # type: ignore[arg-type]
+                result = commit_batch(catalog, name, f"w{writer}", n, offsets, [data], deletes,  # type: ignore[arg-type]
+                                      before_commit=race if n == 0 else None)
                 assert result.committed, result
                 committed.append((result.snapshot.snapshot_id, result.attempts))
         results.put(("ok", writer, committed))
@@ -150,7 +160,8 @@ def check_racing_writers(catalog_uri: str, warehouse: Path, namespace: str = "db
         assert len(history) == TOTAL == len(metadata.snapshots) == len(committed)
         assert {s.snapshot_id for s in history} == committed
         assert [s.sequence_number for s in history] == list(range(1, TOTAL + 1)) and metadata.last_sequence_number == TOTAL
-        assert sum(attempts - 1 for o in outcomes for _, attempts in o[2]) > 0, "the writers never raced"
+        # the first batches swapped from one base: one won, the others lost and retried
+        assert sum(attempts - 1 for o in outcomes for _, attempts in o[2]) >= WRITERS - 1, "the writers never raced"
         for w in range(WRITERS):  # each writer's batches in order, each once
             assert [int(s.summary[BATCH_ID]) for s in history if s.summary[WRITER_ID] == f"w{w}"] == list(range(BATCHES))
         assert committed_offsets(metadata) == {TOPIC: {w: BATCHES * 10 for w in range(WRITERS)}}
