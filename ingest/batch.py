@@ -66,6 +66,7 @@ from ingest.planning import (
     through_planned_ends,
 )
 from ingest.reduce import key_column, reduce_to_latest
+from ingest.skips import SKIPPED_RECORDS, format_refs
 from ingest.upsert_index import (
     IndexStart,
     decode_and_look_up,
@@ -127,6 +128,7 @@ class BatchOutcome:
     snapshot_id: Optional[int] = None
     duration_s: float = 0.0
     write: str = ""  # how the batch was written: direct (append), direct-upsert, exchange
+    skipped: str = ""  # the records the skip list took out (ingest.skips): topic/partition@offset,...
 
 
 class BatchProcessor:
@@ -447,9 +449,12 @@ class BatchProcessor:
             files=file_counts(written), duration_s=duration, commit_s=commit_s,
         )
         self._on_commit()
+        if stats.skipped:
+            log.warning("batch %d skipped %s, as skip_records asked; the batch landed every other record",
+                        batch_id, format_refs(stats.skipped), extra={"table": ident, "batch_id": batch_id})
         return BatchOutcome(batch_id, "committed", stats.records, stats.rows, written.records_committed(),
                             stats.bad_records, len(written.data_files), len(written.delete_files), result.attempts,
-                            result.snapshot.snapshot_id, duration, self._write_path)
+                            result.snapshot.snapshot_id, duration, self._write_path, format_refs(stats.skipped))
 
     def _commit(self, batch_id: int, stats: BatchStats, written: BatchFiles,
                 metadata: TableMetadata, index: Optional[BatchIndex] = None) -> BatchCommitResult:
@@ -459,7 +464,7 @@ class BatchProcessor:
                 self._catalog, ident, self.writer_id, batch_id, stats.offsets,
                 written.data_files, written.delete_files,
                 fast_append=self._table.mode == "append",
-                snapshot_properties={MAX_TIMESTAMPS: encode_timestamps(stats.max_timestamps)},
+                snapshot_properties=_summary(stats),
                 index_update=None if index is None else index_update(index.start, index.changes, ident),
                 referenced_data_files=() if index is None else index.referenced,
                 removed_delete_files=written.replaced_deletes,
@@ -477,6 +482,15 @@ class BatchProcessor:
             return ()
         schema = metadata.schema()
         return tuple(schema.find_field(p).field_id for p in self._table.key_fields())
+
+
+def _summary(stats: BatchStats) -> dict[str, str]:
+    """Floe's snapshot summary entries of a batch: its partitions' newest timestamps, and the records it
+    skipped (only when it skipped some, so that ``floe table history`` shows each skip once)."""
+    summary = {MAX_TIMESTAMPS: encode_timestamps(stats.max_timestamps)}
+    if stats.skipped:
+        summary[SKIPPED_RECORDS] = format_refs(stats.skipped)
+    return summary
 
 
 # ---------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import contextlib
 import functools
 import gc
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 import pyarrow as pa
@@ -57,6 +57,7 @@ from ingest.kafka_columns import (
 )
 from ingest.mapping import EpochUnit, MappingOptions, map_rows
 from ingest.record_errors import ChangeError, DecodeError, RecordError
+from ingest.skips import RecordRef, RecordRefError, record_refs, split_skipped
 from table.arrow_schema import schema_to_arrow
 from table.errors import SchemaError
 from table.schema import Schema, schema_from_json
@@ -97,6 +98,7 @@ class DecodeSpec:
     key_fields: tuple[str, ...] = ()
     key_format: KeyFormat = "json"
     epoch_unit: EpochUnit = "ms"
+    skip_records: tuple[RecordRef, ...] = ()  # taken out before decoding (ingest.skips); text refs accepted
 
     def __post_init__(self) -> None:
         if isinstance(self.schema, Schema):
@@ -105,6 +107,10 @@ class DecodeSpec:
         pairs = columns.items() if isinstance(columns, Mapping) else columns
         object.__setattr__(self, "metadata_columns", tuple((str(c), str(s)) for c, s in pairs))
         object.__setattr__(self, "key_fields", tuple(self.key_fields))
+        try:
+            object.__setattr__(self, "skip_records", record_refs(self.skip_records))
+        except RecordRefError as exc:
+            raise ValueError(f"skip_records: {exc}") from None
         _plan(self)  # validates
 
     def table_schema(self) -> Schema:
@@ -113,7 +119,10 @@ class DecodeSpec:
 
 @dataclass(frozen=True)
 class DecodedBatch:
-    """The outcome of one batch: ``len(rows) + len(dead_letters) == len(input)``.
+    """The outcome of one batch: ``len(rows) + len(dead_letters) + len(skipped) == len(input)``.
+
+    ``skipped``: the input records the spec's ``skip_records`` named, taken
+    out before decoding (neither rows nor dead letters).
 
     ``rows`` follows the table's Arrow schema (field ids included) plus
     :data:`INTERNAL_FIELDS`, in input order. A delete row (``_floe_op == 1``)
@@ -124,6 +133,7 @@ class DecodedBatch:
 
     rows: pa.RecordBatch
     dead_letters: pa.RecordBatch
+    skipped: tuple[RecordRef, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -180,9 +190,11 @@ def _key_fields(spec: DecodeSpec, schema: Schema) -> tuple[str, ...]:
 
 
 def decode_batch(batch: pa.RecordBatch, spec: DecodeSpec) -> DecodedBatch:
-    """Decode and map one Arrow batch of Spark Kafka-source rows."""
+    """Decode and map one Arrow batch of Spark Kafka-source rows, less the records ``spec`` skips."""
+    batch, skipped = split_skipped(batch, spec.skip_records)  # the batch itself when nothing is to be skipped
     with _cyclic_gc_paused():
-        return _decode_batch(batch, _plan(spec))
+        decoded = _decode_batch(batch, _plan(spec))
+    return replace(decoded, skipped=skipped) if skipped else decoded
 
 
 @contextlib.contextmanager

@@ -13,7 +13,8 @@ because decoded rows do not name their topic) and emits:
 * at the end of the task, one *stats row*: every other column null and
   ``_floe_stats`` holding the task's aggregate (:class:`TaskStats`: per topic,
   partition and error class, the offsets seen, the newest Kafka timestamp,
-  the counts). Stats rows travel with the rows through the shuffle (unique
+  the counts; and a row per record the skip list took out, :mod:`ingest.skips`).
+  Stats rows travel with the rows through the shuffle (unique
   ``_floe_stats`` values keep them apart in the reduction) and the write tasks
   return them, so one Spark job per batch yields both the files and the
   offsets to commit: nothing is cached, nothing is read twice.
@@ -52,7 +53,9 @@ from ingest.decode_batch import (
     decode_batch,
 )
 from ingest.kafka_columns import HEADER_PREFIX
+from ingest.planning import SKIPPED
 from ingest.record_errors import BadRecordError
+from ingest.skips import RecordRef
 from ingest.transport import to_transport, transport_fields
 from table.partitioning import PartitionSpec, partition_columns, partition_spec_from_json
 from table.schema import Schema
@@ -128,6 +131,7 @@ class TaskStats:
 
     def __init__(self) -> None:
         self.groups: dict[StatsKey, list[Any]] = {}  # first, last, records, max_ts
+        self.skipped: list[RecordRef] = []  # the records of the skip list this task took out
 
     def add_rows(self, topic: str, rows: pa.RecordBatch) -> None:
         micros = pc.cast(rows.column(KAFKA_TIMESTAMP_COLUMN), pa.int64())
@@ -135,6 +139,9 @@ class TaskStats:
 
     def add_dead_letters(self, topic: str, dead: pa.RecordBatch) -> None:
         self._add(topic, dead.column("source_partition"), dead.column("source_offset"), dead.column("error_class"), None)
+
+    def add_skipped(self, refs: tuple[RecordRef, ...]) -> None:
+        self.skipped.extend(refs)
 
     def _add(self, topic: str, partitions: pa.Array, offsets: pa.Array, classes: Optional[pa.Array],
              micros: Optional[pa.Array]) -> None:
@@ -157,6 +164,8 @@ class TaskStats:
         """The aggregate as JSON, tagged with a fresh id so that no two stats rows are equal."""
         rows = [dict(topic=t, partition=p, error_class=c, first_offset=v[0], last_offset=v[1], records=v[2], max_ts=v[3])
                 for (t, p, c), v in self.groups.items()]
+        rows += [dict(topic=t, partition=p, error_class=SKIPPED, first_offset=o, last_offset=o, records=1, max_ts=None)
+                 for t, p, o in self.skipped]  # one row each: the commit lists them
         return json.dumps({"id": uuid.uuid4().hex, "rows": rows}).encode()
 
 
@@ -230,6 +239,8 @@ def decoded_batches(batches: Iterator[pa.RecordBatch], decode: DecodeSpec, stats
         for topic, part in by_topic(batch):
             decoded = decode_batch(part, decode)
             stats.add_rows(topic, decoded.rows)
+            if decoded.skipped:
+                stats.add_skipped(decoded.skipped)
             dead = decoded.dead_letters
             if dead.num_rows:
                 if fail_table is not None:

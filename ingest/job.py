@@ -125,6 +125,12 @@ class SourceSpec:
         if reserved:
             raise JobSpecError("source.kafka_properties", f"{reserved} are set by Floe or refused by Spark")
 
+    def reads_topic(self, topic: str) -> bool:
+        """Whether the query reads ``topic``: listed, or matched whole by the pattern."""
+        if self.topic_pattern is not None:
+            return re.fullmatch(self.topic_pattern, topic) is not None
+        return topic in self.topics
+
     def spark_options(self) -> dict[str, str]:
         """Options of Spark's Kafka source (``kafka.*`` included). Contains secrets.
 
@@ -367,6 +373,10 @@ class IngestJob:
         dlq = self.table.dead_letter_topic
         if dlq is not None and dlq in self.source.topics:
             raise JobSpecError("table.dead_letter_topic", f"{dlq!r} is also a source topic")
+        for ref in self.table.decode.skip_records:
+            if not self.source.reads_topic(ref.topic):
+                raise JobSpecError("table.decode.skip_records", f"{str(ref)!r} names topic {ref.topic!r}, "
+                                   "which the source does not read")
 
     @property
     def name(self) -> str:
@@ -455,6 +465,7 @@ def decode_spec_to_json(spec: DecodeSpec) -> dict[str, Any]:
         "key_fields": list(spec.key_fields),
         "key_format": spec.key_format,
         "epoch_unit": spec.epoch_unit,
+        "skip_records": [str(ref) for ref in spec.skip_records],
     }
 
 
@@ -467,6 +478,7 @@ def decode_spec_from_json(obj: Mapping[str, Any]) -> DecodeSpec:
     op = values.get("op_field")
     values["op_field"] = None if op is None else OpField(**op)
     values["key_fields"] = tuple(values.get("key_fields", ()))
+    values["skip_records"] = tuple(values.get("skip_records", ()))
     return DecodeSpec(**values)
 
 

@@ -32,7 +32,10 @@ from table.metadata import MAIN_BRANCH, TableMetadata
 
 MAX_TIMESTAMPS = "floe.kafka.max-timestamps"
 STATS_COLUMNS = ("topic", "partition", "error_class", "first_offset", "last_offset", "records", "max_ts")
-"""The per-batch aggregate: one row per (topic, partition, error class or None)."""
+"""The per-batch aggregate: one row per (topic, partition, error class or None), and one per skipped record."""
+SKIPPED = "floe.skipped"
+"""The error class of an aggregate row for one record the skip list took out (:mod:`ingest.skips`): no
+exception's name, so no bad record is ever taken for one."""
 
 log = logging.getLogger("floe.ingest")
 
@@ -52,6 +55,7 @@ class BatchStats:
     records: int = 0
     rows: int = 0
     dead_letters: dict[str, int] = field(default_factory=dict)
+    skipped: tuple[tuple[str, int, int], ...] = ()  # (topic, partition, offset), sorted: read, not landed
 
     @property
     def empty(self) -> bool:
@@ -74,6 +78,7 @@ def batch_stats(rows: Iterable[Mapping[str, Any]]) -> BatchStats:
     newest: PerPartition = {}
     records = good = 0
     dead: dict[str, int] = {}
+    skipped: list[tuple[str, int, int]] = []
     for row in rows:
         tp = (row["topic"], int(row["partition"]))
         first[tp] = min(first.get(tp, row["first_offset"]), row["first_offset"])
@@ -81,6 +86,8 @@ def batch_stats(rows: Iterable[Mapping[str, Any]]) -> BatchStats:
         records += row["records"]
         if row["error_class"] is None:
             good += row["records"]
+        elif row["error_class"] == SKIPPED:
+            skipped.append((tp[0], tp[1], int(row["first_offset"])))
         else:
             dead[row["error_class"]] = dead.get(row["error_class"], 0) + row["records"]
         if row["max_ts"] is not None:
@@ -89,7 +96,7 @@ def batch_stats(rows: Iterable[Mapping[str, Any]]) -> BatchStats:
     offsets: Offsets = {}
     for (topic, partition), start in sorted(first.items()):
         offsets.setdefault(topic, {})[partition] = (start, last[(topic, partition)] + 1)
-    return BatchStats(offsets, newest, records, good, dead)
+    return BatchStats(offsets, newest, records, good, dead, tuple(sorted(skipped)))
 
 
 def parse_offset_log_entry(text: str, where: str) -> PerPartition:

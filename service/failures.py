@@ -24,11 +24,13 @@ class CommandError(Exception):
     """A command cannot go on; the message is the whole story, for one line."""
 
 
-_BAD_RECORD = re.compile(r"BadRecordError: (?P<text>table \S+: bad record at .*?bad_records policy is 'fail'\))")
+_BAD_RECORD = re.compile(
+    r"BadRecordError: (?P<text>table \S+: bad record at (?P<ref>\S+): .*?bad_records policy is 'fail'\))")
 
 BAD_RECORD_HINT = (
-    "nothing of the batch was committed; to get past the record, set bad_records: dead-letter "
-    "(with a dead_letter_topic) for this table, or skip it (README: 'A poison record')"
+    "nothing of the batch was committed; to get past the record, skip exactly it (floe ingest --skip {ref}, "
+    "or tables[].skip_records; README: 'A poison record'), or set bad_records: dead-letter "
+    "(with a dead_letter_topic) for this table"
 )
 
 
@@ -37,7 +39,7 @@ def explain(error: BaseException) -> str:
     text = str(error)
     bad = _BAD_RECORD.search(text)
     if bad:
-        return redact_text(f"{bad['text']}; {BAD_RECORD_HINT}")
+        return redact_text(f"{bad['text']}; {BAD_RECORD_HINT.format(ref=bad['ref'])}")
     hint = _hint(error)
     summary = str(error) if isinstance(error, (CommandError, CatalogError, TableMismatchError, TablePropertyError, PortInUse)) else None
     line = summary.splitlines()[0] if summary else summarize_error(error)

@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from ingest.job import IngestJob
 from ingest.metrics import IngestMetrics
+from ingest.skips import RecordRef
 from service.check import require_kafka
 from service.config import FloeConfig
 from service.failures import log_failure
@@ -114,15 +115,18 @@ def run_ingest_service(
     registry: Optional[CollectorRegistry] = None,
     port: Optional[int] = None,
     spark: Any = None,
+    skip: Sequence[RecordRef] = (),
 ) -> int:
     """Run every table's query until they end, fail or ``stop`` is set; the exit code says which.
 
     ``spark``: a session to use (and leave running); by default one is built and stopped here.
+    ``skip``: records to skip (``--skip``, :func:`service.jobs.command_line_skips`) in every table
+    reading their topic, besides each table's ``skip_records``.
     """
     stop = stop or threading.Event()
     registry = registry or CollectorRegistry()
     apply_storage(config)
-    jobs = build_jobs(config)
+    jobs = build_jobs(config, skip)
     require_kafka(config)
     service_metrics = register_service_metrics(registry)
     metrics = IngestMetrics(registry)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from ingest.changes import OpField
 from ingest.decode_batch import DecodeSpec
 from ingest.decoding import AvroFormat, ConfluentAvroFormat, Format, JsonFormat
 from ingest.job import CatalogSpec, IngestJob, JobSpecError, SortTerm, SourceSpec, TableSpec, TriggerSpec
+from ingest.skips import RecordRef, RecordRefError, parse_record_ref, record_refs
 from service.config import ConfigError, FloeConfig, TableConfig
 from service.config.kafka import KafkaConfig
 from service.config.tables import FormatConfig
@@ -27,12 +28,34 @@ GRACE_SECONDS = 90.0
 
 
 
-def build_jobs(config: FloeConfig) -> list[IngestJob]:
-    """One job per table; :class:`ConfigError` names ``tables[i]...`` for anything the job spec refuses."""
+class SkipOptionError(ValueError):
+    """A ``floe ingest --skip`` value that is not ``topic/partition@offset``, or names a topic no table reads."""
+
+
+def command_line_skips(config: FloeConfig, texts: Sequence[str]) -> tuple[RecordRef, ...]:
+    """``--skip`` values as records; each must name a topic some table reads (it applies to all that do)."""
+    refs = []
+    for text in texts:
+        try:
+            ref = parse_record_ref(text)
+        except RecordRefError as exc:
+            raise SkipOptionError(f"--skip: {exc}") from None
+        if not any(table.reads_topic(ref.topic) for table in config.tables):
+            read = ", ".join(f"{t.identifier} reads {', '.join(t.source_topics) or repr(t.topic_pattern)}"
+                             for t in config.tables)
+            raise SkipOptionError(f"--skip {text!r}: no table reads topic {ref.topic!r} ({read})")
+        refs.append(ref)
+    return record_refs(refs)
+
+
+def build_jobs(config: FloeConfig, skip: Sequence[RecordRef] = ()) -> list[IngestJob]:
+    """One job per table; :class:`ConfigError` names ``tables[i]...`` for anything the job spec refuses.
+    ``skip``: records to skip besides each table's ``skip_records`` (``--skip``), in every table that
+    reads their topic."""
     jobs, problems = [], []
     for i, table in enumerate(config.tables):
         try:
-            jobs.append(table_job(config, table))
+            jobs.append(table_job(config, table, tuple(ref for ref in skip if table.reads_topic(ref.topic))))
         except (JobSpecError, ValueError, OSError) as exc:
             problems.append(f"tables[{i}]{_job_field_path(exc)}: {_reason(exc)}")
     if problems:
@@ -51,12 +74,13 @@ def catalog_spec(config: FloeConfig) -> CatalogSpec:
     return CatalogSpec(catalog.connection_uri(), catalog.warehouse, catalog.name)
 
 
-def table_job(config: FloeConfig, table: TableConfig) -> IngestJob:
-    """The job spec of ``table``: every key that changes how it is read, decoded or written."""
+def table_job(config: FloeConfig, table: TableConfig, skip: Sequence[RecordRef] = ()) -> IngestJob:
+    """The job spec of ``table``: every key that changes how it is read, decoded or written; ``skip``:
+    records to skip besides the table's ``skip_records``."""
     trigger = config.trigger
     return IngestJob(
         source=source_spec(config.kafka, table),
-        table=table_spec(table),
+        table=table_spec(table, skip),
         catalog=catalog_spec(config),
         checkpoint_location=config.checkpoint_for(table),
         trigger=TriggerSpec(trigger.processing_time.total_seconds(), trigger.available_now),
@@ -98,10 +122,10 @@ def _starting_offsets(kafka: KafkaConfig, table: TableConfig) -> Any:
     return mine or "earliest"
 
 
-def table_spec(table: TableConfig) -> TableSpec:
+def table_spec(table: TableConfig, skip: Sequence[RecordRef] = ()) -> TableSpec:
     return TableSpec(
         identifier=table.identifier,
-        decode=decode_spec(table),
+        decode=decode_spec(table, skip),
         partition=tuple((t.transform, t.column) for t in table.partition_terms()),
         sort_order=tuple(
             SortTerm(t.column, t.transform, t.direction, t.null_order)  # type: ignore[arg-type]
@@ -114,7 +138,7 @@ def table_spec(table: TableConfig) -> TableSpec:
     )
 
 
-def decode_spec(table: TableConfig) -> DecodeSpec:
+def decode_spec(table: TableConfig, skip: Sequence[RecordRef] = ()) -> DecodeSpec:
     schema = table.iceberg_schema()
     if schema is None:
         raise JobSpecError("schema", "deriving the table schema from an Avro schema is not supported yet; list the columns")
@@ -127,6 +151,7 @@ def decode_spec(table: TableConfig) -> DecodeSpec:
         op_field=None if op is None else OpField(op.field, tuple(op.insert), tuple(op.update), tuple(op.delete),
                                                  envelope=op.envelope),
         key_fields=tuple(table.key),
+        skip_records=table.skip_refs() + tuple(skip),
     )
 
 
@@ -161,6 +186,7 @@ _JOB_FIELDS = {
     "table.dead_letter_topic": ".dead_letter_topic",
     "table.bad_records": ".bad_records",
     "table.identifier": ".identifier",
+    "table.decode.skip_records": ".skip_records",
     "source.topics": ".topics",
     "source.topic_pattern": ".topic_pattern",
     "schema": ".schema",

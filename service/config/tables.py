@@ -16,6 +16,7 @@ from commit.errors import InvalidArgument
 from commit.identifiers import to_table_identifier
 from commit.key_index.manifest import KEY_INDEX_PROPERTY
 from ingest.kafka_columns import KAFKA_SOURCES, is_kafka_source, kafka_source_problem
+from ingest.skips import RecordRef, RecordRefError, parse_record_ref, record_refs
 from service.config.credentials import url_password_problems
 from service.config.fields import ConfigPath, Properties, Section, StringList, TopicName, comma_list
 from service.config.problems import Problem, only_used_when, raise_all, render_path, required_when, show
@@ -186,6 +187,13 @@ class TableConfig(Section):
     dead_letter_topic: Optional[TopicName] = Field(
         None, description="Topic for bad records; required with `bad_records: dead-letter`."
     )
+    skip_records: StringList = Field(
+        default_factory=list,
+        description="Records this table skips, whatever they hold: `topic/partition@offset` (e.g. `orders/0@50`, "
+        "the place a `bad record at ...` failure names). The batch holding one lands every other record and "
+        "lists the skipped ones in its snapshot summary (`floe.kafka.skipped-records`); `floe ingest --skip` "
+        "adds to it for one run.",
+    )
     format_version: Literal[2, 3] = Field(
         2,
         description="Iceberg format version of a table Floe creates: 3 writes deletion vectors and row lineage. "
@@ -244,8 +252,16 @@ class TableConfig(Section):
             return [("identifier", f"expected namespace.table: {exc}")]
         return []
 
+    def skip_refs(self) -> tuple[RecordRef, ...]:
+        """``skip_records`` parsed (valid once the configuration loaded)."""
+        return record_refs(self.skip_records)
+
+    def reads_topic(self, topic: str) -> bool:
+        """Whether this table's query reads ``topic`` (listed, or matched whole by ``topic_pattern``)."""
+        return topic in self.source_topics or bool(self.topic_pattern and re.fullmatch(self.topic_pattern, topic))
+
     def _source_problems(self) -> list[Problem]:
-        problems = [*self._topic_problems(), *self._dead_letter_problems()]
+        problems = [*self._topic_problems(), *self._dead_letter_problems(), *self._skip_problems()]
         if self.columns is None and self.format.type == "json":
             problems.append(("schema", required_when("format", "json")))
         return problems
@@ -261,6 +277,20 @@ class TableConfig(Section):
                 re.compile(self.topic_pattern)
             except re.error as exc:
                 problems.append(("topic_pattern", f"expected a regular expression, {exc} (got {self.topic_pattern!r})"))
+        return problems
+
+    def _skip_problems(self) -> list[Problem]:
+        """Each skipped record is ``topic/partition@offset`` of a topic this table reads."""
+        problems: list[Problem] = []
+        for i, text in enumerate(self.skip_records):
+            try:
+                ref = parse_record_ref(text)
+            except RecordRefError as exc:
+                problems.append((f"skip_records[{i}]", str(exc)))
+                continue
+            if (self.topics is None) == (self.topic_pattern is None) or self.reads_topic(ref.topic):
+                continue  # without a valid source the topic cannot be checked; _topic_problems reports that
+            problems.append((f"skip_records[{i}]", skip_topic_problem(ref, self)))
         return problems
 
     def _dead_letter_problems(self) -> list[Problem]:
@@ -349,6 +379,12 @@ class TableConfig(Section):
         except TableError as exc:
             problems.append(("partition_spec", str(exc)))
         return problems
+
+
+def skip_topic_problem(ref: RecordRef, table: TableConfig) -> str:
+    """Why ``ref`` cannot be skipped by ``table``: it names a topic the table does not read."""
+    source = f"topics: {', '.join(table.source_topics)}" if table.topics else f"topic_pattern: {table.topic_pattern!r}"
+    return f"{str(ref)!r} names topic {ref.topic!r}, which table {table.identifier} does not read ({source})"
 
 
 def _term_problems(schema: Schema, key: str, terms: list[Any], columns: str) -> list[Problem]:

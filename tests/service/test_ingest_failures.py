@@ -71,7 +71,8 @@ def test_a_poison_record_under_the_fail_policy_is_one_line(tmp_path, kafka_boots
     failed = [x for x in ingest.stderr.splitlines() if "ingest query" in x and " failed: " in x]
     assert len(failed) == 1, ingest.stderr[-5000:]
     assert re.search(rf"failed: table db\.events: bad record at {topic}/0@50: DecodeError: ", failed[0]), failed[0]
-    assert "skip it (README: 'A poison record')" in failed[0], failed[0]
+    assert f"skip exactly it (floe ingest --skip {topic}/0@50, or tables[].skip_records; README: 'A poison record')" \
+        in failed[0], failed[0]
     assert len(ingest.stderr) < 20_000, "no 28 KB trace"
 
 
