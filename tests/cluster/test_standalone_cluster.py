@@ -4,10 +4,13 @@ A master and two one-core workers (pyspark's own jars) on loopback; the
 warehouse and the checkpoint on S3Proxy; the catalog on PostgreSQL. Ingest
 runs in upsert mode while the compactor runs alongside with its `spark`
 executor on the same cluster; both share the two cores through dynamic
-allocation. Mid-run one worker is killed with SIGKILL, as a host that dies,
-and started again. At the end Floe's reader and Iceberg Java (S3FileIO,
-JDBC catalog on the same PostgreSQL) return exactly the rows the records
-imply, and the executors' own logs show tasks on both workers.
+allocation. The producer keeps the topic a batch ahead of the table's
+committed offsets, so batches keep coming however fast the machine is; once
+two batches are committed, the worker running one of ingest's tasks is
+killed with SIGKILL, as a host that dies, and started again once the master
+counts it dead. At the end Floe's reader and Iceberg Java (S3FileIO, JDBC
+catalog on the same PostgreSQL) return exactly the rows the records imply,
+and the executors' own logs show tasks on both workers.
 
 Ingest reads with Floe's own Kafka source (``kafka.reader: python``): the
 executors read their offset ranges from Kafka themselves, so the lost
@@ -22,10 +25,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import pytest
 import yaml
@@ -34,15 +38,18 @@ from commit.catalog import Catalog
 from commit.errors import NoSuchCatalog
 from commit.exactly_once import committed_offsets
 from table.io import FileIO
+from table.metadata import TableMetadata
 from table.scan import TableScan
 from tests.commit.test_catalog_oracles import use_jdbc_catalog
-from tests.ingest.e2e_support import change_events, expected_table, normalized, produce
+from tests.ingest.e2e_support import Delivered, change_events, expected_table, normalized, produce
 from tests.support.s3proxy import ACCESS_KEY, REGION, SECRET_KEY, s3_file_io_properties
-from tests.support.spark_cluster import SparkCluster, app_task_counts
+from tests.support.spark_cluster import SparkCluster, app_task_counts, running_tasks
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
 REPO = Path(__file__).resolve().parents[2]
-EVENTS, KEYS, PARTITIONS = 3_500, 1_500, 2
+KEYS, PARTITIONS = 1_500, 2
+MAX_OFFSETS = 1_000
+STREAM = 40_000  # change events to produce from, as far as the run needs (about 6,000)
 SHARED_CORES = {  # two apps, two one-core workers: an idle app gives its executors back
     "spark.executor.cores": "1",
     "spark.executor.memory": "1g",
@@ -58,7 +65,7 @@ def floe_config(tmp_path: Path, *, bootstrap: str, topic: str, catalog_uri: str,
                 master: str, s3_endpoint: str) -> Path:
     spark = {"master": master, "driver_host": "127.0.0.1", "bind_address": "127.0.0.1"}
     data = {
-        "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": 1_000, "reader": "python"},
+        "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": MAX_OFFSETS, "reader": "python"},
         "catalog": {"uri": catalog_uri, "name": catalog_name, "warehouse": f"{store}/warehouse"},
         "checkpoint_location": f"{store.replace('s3://', 's3a://')}/checkpoints",
         "storage": {"s3": {"endpoint": s3_endpoint, "region": REGION, "path_style_access": True,
@@ -112,49 +119,91 @@ def stop(proc: subprocess.Popen) -> int:
         return proc.wait(timeout=30)
 
 
+class Feed(threading.Thread):
+    """Keeps the topic ``MAX_OFFSETS`` records ahead of what the table has committed until stopped: a batch
+    always waits, so ingest is busy when the worker is killed, whatever the machine's speed."""
+
+    def __init__(self, bootstrap: str, topic: str, committed: Callable[[], int]) -> None:
+        super().__init__(name="cluster-feed", daemon=True)
+        self.bootstrap, self.topic, self.committed = bootstrap, topic, committed
+        self.events = [e for e in change_events(STREAM, KEYS, seed=5) if e.value is not None]  # no tombstones
+        self.delivered: list[Delivered] = []
+        self.stop = threading.Event()
+        self.error: Optional[BaseException] = None
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                start = len(self.delivered)
+                missing = self.committed() + MAX_OFFSETS - start
+                if missing > 0:
+                    assert start + missing <= len(self.events), f"the change stream ran out at {start} events"
+                    self.delivered += produce(self.bootstrap, self.topic, self.events[start:start + missing])
+                self.stop.wait(0.5)
+        except BaseException as error:  # reported by the test
+            self.error = error
+
+
 def test_upserts_on_a_cluster_with_s3_and_postgresql_survive_a_lost_worker(
         tmp_path: Path, kafka_bootstrap: str, new_topic, s3proxy, postgres_uri: str, iceberg_oracle) -> None:
     topic = new_topic("cluster", partitions=PARTITIONS)
-    events = [e for e in change_events(EVENTS, KEYS, seed=5) if e.value is not None]  # no tombstones here
-    delivered = produce(kafka_bootstrap, topic, events)
-    ends = {p: max(d.offset for d in delivered if d.partition == p) + 1 for p in range(PARTITIONS)}
     store = s3proxy.create_bucket(f"cluster-{uuid.uuid4().hex[:12]}")
     name = f"cl_{uuid.uuid4().hex[:8]}"
 
+    def table() -> Optional[TableMetadata]:
+        try:
+            with Catalog(postgres_uri, f"{store}/warehouse", name, create=False) as catalog:
+                return catalog.load_table("db.events").metadata if catalog.table_exists("db.events") else None
+        except NoSuchCatalog:  # the first ingest has not created it yet
+            return None
+
+    def snapshots() -> list[Any]:
+        metadata = table()
+        return [] if metadata is None else list(metadata.snapshots)
+
+    def batches() -> int:
+        return sum(1 for s in snapshots() if "floe.batch-id" in s.summary)
+
+    def committed() -> dict[int, int]:
+        metadata = table()
+        return {} if metadata is None else committed_offsets(metadata).get(topic, {})
+
+    feed = Feed(kafka_bootstrap, topic, lambda: sum(committed().values()))
     with SparkCluster(tmp_path / "cluster", workers=2) as cluster:
         config = floe_config(tmp_path, bootstrap=kafka_bootstrap, topic=topic, catalog_uri=postgres_uri,
                              catalog_name=name, store=store, master=cluster.master_url, s3_endpoint=s3proxy.endpoint)
         ingest = start("ingest", config, tmp_path / "ingest.log")
         compact = start("compact", config, tmp_path / "compact.log")
         try:
-            def snapshots() -> list[Any]:
-                try:
-                    with Catalog(postgres_uri, f"{store}/warehouse", name, create=False) as catalog:
-                        if not catalog.table_exists("db.events"):
-                            return []
-                        return list(catalog.load_table("db.events").metadata.snapshots)
-                except NoSuchCatalog:  # the first ingest has not created it yet
-                    return []
-
-            wait_for(lambda: len(snapshots()) >= 2, "two committed batches", 300, ingest, compact)
-            cluster.kill_worker(0)
-            time.sleep(5)
-            cluster.start_worker(0)
+            feed.start()
+            wait_for(lambda: batches() >= 2, "two committed batches", 300, ingest, compact)
+            busy = wait_for(lambda: [i for i, tids in running_tasks(cluster, "floe-ingest").items() if tids],
+                            "a worker running an ingest task", 300, ingest, compact)
+            cluster.kill_worker(busy[0])
+            cluster.start_worker(busy[0])
+            after = batches()
+            wait_for(lambda: batches() > after, "a batch committed after the worker came back", 300, ingest, compact)
+            feed.stop.set()
+            feed.join(60)
+            assert feed.error is None, feed.error
+            ends = {p: max(d.offset for d in feed.delivered if d.partition == p) + 1 for p in range(PARTITIONS)}
 
             def all_committed() -> bool:
-                with Catalog(postgres_uri, f"{store}/warehouse", name) as catalog:
-                    offsets = committed_offsets(catalog.load_table("db.events").metadata).get(topic, {})
+                offsets = committed()
                 return all(offsets.get(p, 0) >= end for p, end in ends.items())
 
             wait_for(all_committed, "every offset committed", 600, ingest, compact)
             wait_for(lambda: any(s.summary.get("operation") == "replace" for s in snapshots()),
                      "a compaction commit", 300, ingest, compact)
         finally:
+            feed.stop.set()
             codes = stop(ingest), stop(compact)
         logs = (tmp_path / "ingest.log").read_text()[-3000:] + (tmp_path / "compact.log").read_text()[-3000:]
         assert codes == (3, 3), logs  # both stopped on request (SIGTERM), neither failed
         ingest_tasks = app_task_counts(cluster, "floe-ingest")
 
+    delivered = feed.delivered
+    print(f"killed worker {busy[0]} while it ran ingest task(s); {len(delivered)} events")
     expected = expected_table(delivered)
     with Catalog(postgres_uri, f"{store}/warehouse", name) as catalog:
         loaded = catalog.load_table("db.events")

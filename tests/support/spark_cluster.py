@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -82,10 +83,13 @@ class SparkCluster:
         self._wait(lambda state: _alive(state) > alive_before, f"worker {index}")
 
     def kill_worker(self, index: int) -> None:
-        """SIGKILL worker ``index``, as a host that dies; its executors notice and exit."""
+        """SIGKILL worker ``index``, as a host that dies; its executors notice and exit. Returns once the
+        master counts it dead (it notices the lost connection)."""
+        alive_before = self.alive_workers()
         proc = self._workers.pop(index)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
+        self._wait(lambda state: _alive(state) < alive_before, f"the master to count worker {index} dead")
 
     def alive_workers(self) -> int:
         return _alive(self.state())
@@ -140,6 +144,25 @@ class SparkCluster:
 
 def _alive(state: dict) -> int:
     return sum(1 for worker in state.get("workers", []) if worker.get("state") == "ALIVE")
+
+
+_TASK_STARTED = re.compile(r"Running task [^(]*\(TID (\d+)\)")
+_TASK_ENDED = re.compile(r"(?:Finished|Exception in|killed) task [^(]*\(TID (\d+)\)")
+
+
+def running_tasks(cluster: SparkCluster, app_name: str) -> dict[int, set[int]]:
+    """Per worker, the task ids that the executors of the applications named ``app_name`` have started and
+    not yet ended (finished, failed or killed), from the executors' own logs."""
+    state = cluster.state()
+    apps = [a["id"] for a in state.get("activeapps", []) if a["name"] == app_name]
+    running: dict[int, set[int]] = {}
+    for index in range(cluster.worker_count):
+        logs = [stderr.read_text(errors="replace") for app in apps
+                for stderr in cluster.worker_dir(index).glob(f"{app}/*/stderr")]
+        started = {int(tid) for text in logs for tid in _TASK_STARTED.findall(text)}
+        ended = {int(tid) for text in logs for tid in _TASK_ENDED.findall(text)}
+        running[index] = started - ended
+    return running
 
 
 def app_task_counts(cluster: SparkCluster, app_name: str) -> dict[int, int]:
