@@ -175,12 +175,13 @@ def _compact(args: argparse.Namespace) -> int:
     import threading
 
     from runtime.signals import install_stop_signals
+
+    stop = threading.Event()
+    install_stop_signals(stop, logging.getLogger("floe.compact"))  # first: a signal during start-up stops too
     from service.compact_command import run_compactor
 
     config = _load(args.config)
     _configure_logging(config)
-    stop = threading.Event()
-    install_stop_signals(stop, logging.getLogger("floe.compact"))
     return run_compactor(config, once=args.once, stop=stop)
 
 
@@ -188,6 +189,9 @@ def _ingest(args: argparse.Namespace) -> int:
     import threading
 
     from runtime.signals import install_stop_signals
+
+    stop = threading.Event()
+    install_stop_signals(stop, logging.getLogger("floe.ingest"))  # first: a signal during start-up stops too
     from service.ingest_command import run_ingest_service
     from service.jobs import SkipOptionError, command_line_skips
 
@@ -197,8 +201,6 @@ def _ingest(args: argparse.Namespace) -> int:
         skip = command_line_skips(config, args.skip or ())
     except SkipOptionError as exc:
         raise UsageError(str(exc)) from None
-    stop = threading.Event()
-    install_stop_signals(stop, logging.getLogger("floe.ingest"))
     return run_ingest_service(config, stop=stop, skip=skip)
 
 

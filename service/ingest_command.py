@@ -137,14 +137,29 @@ def run_ingest_service(
     server.add_readiness_check("ingest", readiness)
     with server:
         log.info("ingest starting", extra={"tables": len(jobs), "metrics_url": server.url})
-        session = spark if spark is not None else start_spark(config, "floe-ingest", config.spark)
-        try:
-            code = _run_queries(jobs, session, stop, metrics, readiness, service_metrics)
-        finally:
-            if spark is None:
-                session.stop()
+        code = _start_and_run(config, jobs, spark, stop, metrics, readiness, service_metrics)
     log.info("ingest stopped", extra={"exit_code": code, "reason": _EXIT_REASONS[code]})
     return code
+
+
+def _start_and_run(config: FloeConfig, jobs: list[IngestJob], spark: Any, stop: threading.Event,
+                   metrics: IngestMetrics, readiness: IngestReadiness, service_metrics: Any) -> int:
+    """Start Spark (unless given one) and run the queries; a stop during start-up starts nothing more."""
+    if stop.is_set():
+        return _stopped_while_starting()
+    session = spark if spark is not None else start_spark(config, "floe-ingest", config.spark)
+    try:
+        if stop.is_set():
+            return _stopped_while_starting()
+        return _run_queries(jobs, session, stop, metrics, readiness, service_metrics)
+    finally:
+        if spark is None:
+            session.stop()
+
+
+def _stopped_while_starting() -> int:
+    log.info("stop requested while starting: no query started")
+    return EXIT_STOPPED
 
 
 def _run_queries(jobs: list[IngestJob], spark: Any, stop: threading.Event, metrics: IngestMetrics,
@@ -155,6 +170,8 @@ def _run_queries(jobs: list[IngestJob], spark: Any, stop: threading.Event, metri
     queries: list[Any] = []
     try:
         for job in jobs:
+            if stop.is_set():
+                break  # a stop while the tables are set up: the queries started so far stop below
             queries.append(run_ingest(job, spark, halt, metrics))
         service_metrics.mark_up("ingest")
         readiness.queries_started()
