@@ -10,7 +10,8 @@ asks Kafka for each partition's watermarks (confluent-kafka's
 newest Kafka timestamps recorded in snapshot summaries), so the gauges are
 right even when the query is stuck or down. :class:`LagMonitor` refreshes
 them every few seconds, and at once after each commit; when Kafka cannot be
-reached it says so in one log line per attempt and in ``floe_ingest_kafka_up``.
+reached it says so in ``floe_ingest_kafka_up`` at every attempt, and in one log
+line when the outage begins, once a minute while it lasts, and when it ends.
 
 Freshness is how far the table is behind Kafka in time: 0 for a partition the
 table has caught up with (lag 0: nothing is waiting, however old the newest
@@ -34,6 +35,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from commit.catalog import Catalog
 from commit.exactly_once import committed_offsets
 from ingest.job import IngestJob
+from ingest.kafka_source.outage import Outage, in_words, kafka_error
 from ingest.kafka_source.watermarks import TopicWatermarks
 from ingest.planning import PerPartition, committed_timestamps, consumer_lag
 from runtime.logging import summarize_error
@@ -161,7 +163,9 @@ class KafkaUnreachable(RuntimeError):
 
     def __init__(self, bootstrap_servers: str, error: BaseException) -> None:
         self.bootstrap_servers = bootstrap_servers
-        super().__init__(f"kafka {bootstrap_servers} is unreachable: {summarize_error(error)}")
+        cause = kafka_error(error)
+        super().__init__(f"kafka {bootstrap_servers} is unreachable: "
+                         f"{summarize_error(error) if cause is None else in_words(cause)}")
 
 
 class LagProbe:
@@ -177,6 +181,16 @@ class LagProbe:
     def topic_partitions(self) -> dict[str, list[int]]:
         """The source's topics (the listed ones, or those the pattern matches) and partitions."""
         return self._kafka.topic_partitions()
+
+    def require_topics(self) -> None:
+        """:class:`~ingest.kafka_source.watermarks.TopicsNotFound` unless every listed topic exists;
+        :class:`KafkaUnreachable` when Kafka does not answer."""
+        from confluent_kafka import KafkaException
+
+        try:
+            self._kafka.require_topics(self._job.source.bootstrap_servers)
+        except KafkaException as error:
+            raise KafkaUnreachable(self._job.source.bootstrap_servers, error) from error
 
     def watermarks(self) -> dict[str, dict[int, tuple[int, int]]]:
         return self._kafka.watermarks()
@@ -215,6 +229,8 @@ class LagMonitor:
         self._wake = threading.Event()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="floe-lag-monitor", daemon=True)
+        self._outage = Outage(report_every_s=max(interval_s, 60.0))
+        self._unreachable = ""  # the brokers of the last failed attempt, for the line that says they are back
 
     def start(self) -> LagMonitor:
         self._thread.start()
@@ -238,12 +254,23 @@ class LagMonitor:
             self._probe.close()
 
     def refresh_once(self) -> None:
-        """One refresh; a failure is one log line (tracebacks at DEBUG) and must not stop ingestion."""
+        """One refresh; a failure is one log line (tracebacks at DEBUG) and must not stop ingestion.
+        An unreachable Kafka is one line when it begins, once a minute while it lasts, and when it ends."""
         try:
             self._probe.refresh()
         except KafkaUnreachable as unreachable:
             self._probe.mark_unreachable()
-            log.warning("%s; retrying every %.0fs", unreachable, self._interval, extra={"table": self._probe.table})
+            self._unreachable = unreachable.bootstrap_servers
+            now = time.monotonic()
+            if self._outage.failed(now, 0.0):
+                log.warning("%s; retrying every %.0fs (unreachable for %.0fs)", unreachable, self._interval,
+                            self._outage.down_for_s(now), extra={"table": self._probe.table})
+            return
         except Exception as error:  # noqa: BLE001 - a monitoring failure must not stop ingestion; it is logged
             log.warning("lag refresh failed: %s; retrying every %.0fs", summarize_error(error), self._interval,
                         extra={"table": self._probe.table}, exc_info=error if log.isEnabledFor(logging.DEBUG) else None)
+            return
+        down = self._outage.answered(time.monotonic())
+        if down is not None:
+            log.info("kafka %s answers again, after %.0fs unreachable", self._unreachable, down,
+                     extra={"table": self._probe.table})

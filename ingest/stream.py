@@ -189,12 +189,13 @@ def run_ingest(job: IngestJob, spark: Any, stop_event: Optional[threading.Event]
     stop_event = stop_event or threading.Event()
     catalog = job.catalog.open()
     try:
-        loaded = ensure_table(catalog, job.table)
-        last = last_batch_snapshot(loaded.metadata)
-        metrics.register_table(job.table.identifier, None if last is None else last.timestamp_ms / 1000)
-        table = with_decode_schema(job.table, loaded.metadata.schema())
         probe = LagProbe(job, catalog, metrics)
         try:
+            probe.require_topics()  # before the table: nothing is created for a topic that cannot be read
+            loaded = ensure_table(catalog, job.table)
+            last = last_batch_snapshot(loaded.metadata)
+            metrics.register_table(job.table.identifier, None if last is None else last.timestamp_ms / 1000)
+            table = with_decode_schema(job.table, loaded.metadata.schema())
             start = _start_offsets(job, loaded.metadata, probe)
             if job.source.reader == "python":
                 start = pinned_starting_offsets(job.checkpoint_location, start, probe)

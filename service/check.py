@@ -19,6 +19,8 @@ from commit.catalog import Catalog
 from commit.errors import NoSuchCatalog
 from commit.identifiers import to_table_identifier
 from ingest.table_diff import kept_columns
+from ingest.kafka_source.outage import in_words, kafka_error
+from ingest.kafka_source.watermarks import TopicsNotFound
 from ingest.table_setup import TableMismatchError, TablePropertyError, check_table, needs_unpartitioned_spec
 from runtime.logging import redact_text, summarize_error
 from runtime.spark_session import local_cores
@@ -49,32 +51,61 @@ def _guarded(name: str, probe: Callable[[], str]) -> CheckResult:
         return CheckResult(name, False, summarize_error(exc))
 
 
+class KafkaNotAnswering(RuntimeError):
+    """No broker answered the metadata request; the message is the cause in words."""
+
+
 def check_kafka(config: FloeConfig, timeout_s: float = 10.0, *, topics: bool = True) -> CheckResult:
-    """Reach the brokers (and, with ``topics``, find every configured topic)."""
+    """Reach the brokers (and, with ``topics``, find every configured topic). Its words are those of
+    ``floe ingest`` refusing to start (:func:`require_kafka`)."""
+    try:
+        return CheckResult(_kafka_name(config), True, _kafka_probe(config, timeout_s, topics))
+    except Exception as exc:  # noqa: BLE001 - a failed probe is what `check` reports
+        return CheckResult(_kafka_name(config), False, _kafka_failure(exc))
 
-    def probe() -> str:
-        from confluent_kafka.admin import AdminClient
 
-        settings = {"bootstrap.servers": ",".join(config.kafka.bootstrap_servers), "log_level": 0}
-        settings.update(config.kafka.security.librdkafka_properties())
+def _kafka_name(config: FloeConfig) -> str:
+    return f"kafka {','.join(config.kafka.bootstrap_servers)}"
+
+
+def _kafka_failure(error: Exception) -> str:
+    """A failed Kafka probe in words: Floe's own (no broker answered, topics not found), else the error's."""
+    return str(error) if isinstance(error, (KafkaNotAnswering, TopicsNotFound)) else summarize_error(error)
+
+
+def _kafka_probe(config: FloeConfig, timeout_s: float, topics: bool) -> str:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    settings = {"bootstrap.servers": ",".join(config.kafka.bootstrap_servers), "log_level": 0}
+    settings.update(config.kafka.security.librdkafka_properties())
+    try:
         metadata = AdminClient(settings).list_topics(timeout=timeout_s)
-        wanted = sorted({t for table in config.tables for t in table.source_topics})
-        missing = [t for t in wanted if t not in metadata.topics]
-        if missing and topics:
-            raise LookupError(f"topics not found: {', '.join(missing)} (brokers: {len(metadata.brokers)})")
-        return f"{len(metadata.brokers)} broker(s); topics found: {', '.join(wanted) or 'none (pattern)'}"
-
-    return _guarded(f"kafka {','.join(config.kafka.bootstrap_servers)}", probe)
+    except KafkaException as exc:
+        error = kafka_error(exc)
+        if error is None:
+            raise
+        raise KafkaNotAnswering(f"no broker answered: {in_words(error)}") from exc
+    wanted = sorted({t for table in config.tables for t in table.source_topics})
+    missing = [t for t in wanted if t not in metadata.topics]
+    if missing and topics:
+        raise TopicsNotFound(f"topics not found: {', '.join(missing)} ({len(metadata.brokers)} broker(s) answered)")
+    return f"{len(metadata.brokers)} broker(s); topics found: {', '.join(wanted) or 'none (pattern)'}"
 
 
 def require_kafka(config: FloeConfig, timeout_s: float = 10.0) -> None:
-    """Fail fast, with ``floe check``'s own words, when no broker answers."""
-    result = check_kafka(config, timeout_s, topics=False)
-    if not result.ok:
-        raise CommandError(
-            f"{result.name}: {result.detail}; check kafka.bootstrap_servers and that the brokers are up "
-            "('floe check' runs the same probe)"
-        )
+    """Fail fast, with ``floe check``'s own words, when no broker answers or a configured topic does not
+    exist: before anything is created, on either source (Spark's refuses a missing topic; Floe's would
+    read nothing from it)."""
+    try:
+        _kafka_probe(config, timeout_s, topics=True)
+        return
+    except TopicsNotFound as missing:
+        failure, advice = missing, "create them, or correct tables[].topics"
+    except Exception as error:  # noqa: BLE001 - every failure of the probe refuses the start, in one line
+        failure, advice = error, "check kafka.bootstrap_servers and that the brokers are up"
+    raise CommandError(f"{_kafka_name(config)}: {_kafka_failure(failure)}; {advice} "
+                       "('floe check' runs the same probe)") from failure
 
 
 def check_catalog(config: FloeConfig) -> CheckResult:

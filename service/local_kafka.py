@@ -4,6 +4,9 @@ The broker and its controller share one JVM process, listen on free loopback
 ports, and keep their data under a work directory. Storage is formatted with
 Kafka's own storage tool. ``start()`` returns only once the broker answers
 metadata requests; ``stop()`` sends SIGTERM and, after a grace period, SIGKILL.
+A broker started again after ``stop()`` keeps its ports and its data (an
+outage, as clients see one); ``freeze()`` and ``thaw()`` (SIGSTOP, SIGCONT)
+make a broker that holds its connections but answers nothing.
 
 The JVM is started with a parent-death signal, so a broker never outlives the
 Python process that started it, even when that process is killed.
@@ -120,6 +123,7 @@ class LocalKafka:
         self.log_file = self.work_dir / "kafka.log"
         self.bootstrap: Optional[str] = None
         self._proc: Optional[subprocess.Popen[bytes]] = None
+        self._ports: Optional[tuple[int, int]] = None  # broker, controller: kept for a restart
 
     def __enter__(self) -> "LocalKafka":
         self.start()
@@ -133,13 +137,21 @@ class LocalKafka:
         return self._proc.pid if self._proc else None
 
     def start(self) -> str:
-        """Formats storage, starts the broker and waits until it answers."""
+        """Formats storage, starts the broker and waits until it answers.
+
+        Started again after :meth:`stop`, the broker keeps its ports and data: clients
+        see the same broker come back, as after an outage.
+        """
         if self._proc is not None:
             raise RuntimeError("local Kafka broker already started")
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        broker_port, controller_port = free_port(), free_port()
+        first = self._ports is None
+        if self._ports is None:
+            self._ports = free_port(), free_port()
+        broker_port, controller_port = self._ports
         config = self._write_config(broker_port, controller_port)
-        self._format_storage(config)
+        if first:
+            self._format_storage(config)
         self._proc = self._launch(config)
         self.bootstrap = f"127.0.0.1:{broker_port}"
         log.info("local kafka starting", extra={"bootstrap": self.bootstrap, "pid": self._proc.pid})
@@ -155,6 +167,7 @@ class LocalKafka:
         proc, self._proc = self._proc, None
         if proc is None or proc.poll() is not None:
             return
+        proc.send_signal(signal.SIGCONT)  # a frozen broker would hold SIGTERM until the kill
         proc.terminate()
         try:
             proc.wait(timeout=self.stop_grace_s)
@@ -162,6 +175,19 @@ class LocalKafka:
             log.warning("local kafka ignored SIGTERM; killing", extra={"pid": proc.pid})
             proc.kill()
             proc.wait(timeout=30)
+
+    def freeze(self) -> None:
+        """SIGSTOP: the broker keeps its sockets open and answers nothing, as a hung host does."""
+        self._running().send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT: a frozen broker goes on where it stopped."""
+        self._running().send_signal(signal.SIGCONT)
+
+    def _running(self) -> subprocess.Popen[bytes]:
+        if self._proc is None or self._proc.poll() is not None:
+            raise RuntimeError("local Kafka broker is not running")
+        return self._proc
 
     def _write_config(self, broker_port: int, controller_port: int) -> Path:
         config = self.work_dir / "server.properties"

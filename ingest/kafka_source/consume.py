@@ -13,22 +13,33 @@ the end is found by offset, or by the partition's end-of-file event at or past
 ``until``, never by counting. Offsets below the low watermark (deleted by
 retention) are :class:`DataLossError` under ``failOnDataLoss``, else skipped
 with a warning, as Spark's source does.
+
+A range that gets no record for a while asks Kafka whether it answers. While
+it does not (a broker stopped, restarting or frozen), the task waits,
+librdkafka reconnecting with its own jittered backoff, and tries again after
+a jittered backoff of its own (:mod:`~ingest.kafka_source.outage`), with one
+line when the wait begins and once a minute while it lasts. Only silence
+from a Kafka that answers counts towards the stall limit
+(:class:`KafkaReadStalled`).
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Optional
 
 import numpy as np
 import pyarrow as pa
 
 from ingest.kafka_source.offsets import EARLIEST, OffsetRange
+from ingest.kafka_source.outage import Backoff, Outage, in_words, is_outage, kafka_error
+from ingest.kafka_source.watermarks import worker_logging
 
 log = logging.getLogger("floe.ingest")
 
@@ -56,7 +67,7 @@ class DataLossError(RuntimeError):
 
 
 class KafkaReadStalled(RuntimeError):
-    """A range's records did not arrive within the poll timeout."""
+    """A range's records did not arrive within the poll timeout, while Kafka answered."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,7 @@ class ConsumeSettings:
     with_headers: bool = True
     rows_per_batch: int = 10_000
     poll_timeout_s: float = 120.0
+    probe_after_s: float = 10.0  # no record for this long: does Kafka answer? (and the backoff's first step)
 
     def consumer_config(self) -> dict[str, Any]:
         """A consumer that is assigned ranges: no group membership, no commits, errors instead of resets.
@@ -91,8 +103,10 @@ class ConsumeSettings:
             **dict(self.client),
             "group.id": f"floe-source-{uuid.uuid4().hex}",
             # librdkafka's own lines (a broker unreachable...) as Floe's log lines, served by consume()
-            # rather than printed raw on stderr by librdkafka's threads, also while the consumer idles in the pool
+            # rather than printed raw on stderr by librdkafka's threads, also while the consumer idles in the pool;
+            # errors only: its connection warnings repeat through an outage, which the task reports itself, in words
             "logger": logging.getLogger("floe.librdkafka"),
+            "log_level": 3,
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,
@@ -100,9 +114,11 @@ class ConsumeSettings:
         }
 
 
-def consume_ranges(batches: Iterator[pa.RecordBatch], settings: ConsumeSettings) -> Iterator[pa.RecordBatch]:
-    """Every record of the ranges in ``batches`` (:data:`RANGE_COLUMNS` rows), as Kafka-row batches."""
-    with _CONSUMERS.borrowed(settings) as consumer:
+def consume_ranges(batches: Iterator[pa.RecordBatch], settings: ConsumeSettings,
+                   pool: Optional[ConsumerPool] = None) -> Iterator[pa.RecordBatch]:
+    """Every record of the ranges in ``batches`` (:data:`RANGE_COLUMNS` rows), as Kafka-row batches
+    (read by a consumer of ``pool``: by default the worker's own)."""
+    with (pool or _CONSUMERS).borrowed(settings) as consumer:
         for batch in batches:
             for row in batch.to_pylist():
                 wanted = OffsetRange(row["topic"], row["partition"], row["start_offset"], row["until_offset"])
@@ -138,6 +154,13 @@ class ConsumerPool:
         with self._lock:
             spare = self._idle.setdefault(settings.client, consumer)
         if spare is not consumer:
+            consumer.close()
+
+    def close_idle(self) -> None:
+        """Close the consumers kept between tasks (a worker that is done with a broker)."""
+        with self._lock:
+            idle, self._idle = list(self._idle.values()), {}
+        for consumer in idle:
             consumer.close()
 
 
@@ -185,20 +208,18 @@ class _RangeRead:
 
     def _read_from(self, position: int) -> Iterator[pa.RecordBatch]:
         until, pending = self.wanted.until, []
-        deadline = time.monotonic() + self.settings.poll_timeout_s
+        quiet = _Silence(self.consumer, self.wanted, self.settings)
         while position < until:
             # never ask for more than the range still holds: librdkafka waits out the timeout for a batch
             # it cannot fill (only aborted transactions and markers make the range hold fewer)
             wanted = min(self.settings.rows_per_batch, until - position)
             messages = self.consumer.consume(num_messages=wanted, timeout=0.5)
             if messages:
-                deadline = time.monotonic() + self.settings.poll_timeout_s
+                quiet.heard()
                 records, position = self._records(messages, position)
                 pending.extend(records)
-            elif time.monotonic() > deadline:
-                raise KafkaReadStalled(f"{self.wanted.topic}/{self.wanted.partition}: no record for "
-                                       f"{self.settings.poll_timeout_s:.0f}s at offset {position}, "
-                                       f"reading up to {until}")
+            else:
+                quiet.check(position)
             if len(pending) >= self.settings.rows_per_batch or (pending and position >= until):
                 yield kafka_rows(pending, self.settings.with_headers)
                 pending = []
@@ -250,6 +271,65 @@ class _RangeRead:
         self._lost(position, low)
         self.consumer.assign([TopicPartition(self.wanted.topic, self.wanted.partition, low)])
         return low
+
+
+class _Silence:
+    """How long a range read has heard nothing, told apart: an outage (Kafka does not answer) is waited
+    out; silence from a Kafka that answers counts towards the stall limit."""
+
+    def __init__(self, consumer: Any, wanted: OffsetRange, settings: ConsumeSettings) -> None:
+        self._consumer = consumer
+        self._wanted = wanted
+        self._settings = settings
+        self._outage = Outage(Backoff(settings.probe_after_s, 30.0))
+        self.heard()
+
+    def heard(self) -> None:
+        """A record (or an event) arrived: the read is not silent."""
+        now = time.monotonic()
+        self._silent_since = now  # silence while Kafka answered, the stall's measure
+        self._next_probe = now + self._settings.probe_after_s
+        self._outage.answered(now)
+
+    def check(self, position: int) -> None:
+        """Nothing arrived: ask Kafka, when due, whether it answers; :class:`KafkaReadStalled` when it
+        answers and the range has been silent past the poll timeout."""
+        if time.monotonic() < self._next_probe:
+            return
+        error = self._unanswered()
+        now = time.monotonic()
+        if error is None:
+            if self._outage.answered(now) is not None:
+                self._silent_since = now  # back from an outage: the stall limit starts now
+            if now - self._silent_since > self._settings.poll_timeout_s:
+                w = self._wanted
+                raise KafkaReadStalled(f"{w.topic}/{w.partition}: no record for {self._settings.poll_timeout_s:.0f}s "
+                                       f"at offset {position}, reading up to {w.until}, while Kafka answered")
+            self._next_probe = now + self._settings.probe_after_s
+            return
+        self._silent_since = now  # an outage is not a stall
+        if self._outage.failed(now, random.random()):
+            worker_logging()
+            log.warning("kafka %s is unreachable: %s; the task reading %s/%d at offset %d (up to %d) waits for it "
+                        "(unreachable for %.0fs)", self._bootstrap(), in_words(error), self._wanted.topic,
+                        self._wanted.partition, position, self._wanted.until, self._outage.down_for_s(now))
+        self._next_probe = now + self._outage.wait_s(now)
+
+    def _unanswered(self) -> Optional[Any]:
+        """The error of a metadata request for the range's topic; None when Kafka answered it."""
+        from confluent_kafka import KafkaException
+
+        try:
+            self._consumer.list_topics(self._wanted.topic, timeout=self._settings.probe_after_s)
+        except KafkaException as exc:
+            error = kafka_error(exc)
+            if error is None or not is_outage(error):
+                raise
+            return error
+        return None
+
+    def _bootstrap(self) -> str:
+        return dict(self._settings.client).get("bootstrap.servers", "?")
 
 
 def kafka_rows(messages: list[Any], with_headers: bool) -> pa.RecordBatch:

@@ -29,11 +29,20 @@ tells it where the offset log ends (``setLatestSeenOffset`` plans the empty
 batch from there to there), and a replayed batch is planned again before the
 next one. An end before its start is refused, never read twice
 (:func:`~ingest.kafka_source.offsets.plan_ranges`).
+
+While Kafka does not answer (a broker stopped, restarting or frozen), the
+planner plans no batch: ``latestOffset`` answers the current start, so Spark
+just waits for the next trigger, and Kafka is tried again after a jittered
+backoff (:mod:`~ingest.kafka_source.outage`), not on every trigger. One line
+says so when the outage begins and once a minute while it lasts; batches go
+on from where they stopped when Kafka answers again. Only where no start is
+known yet (a new checkpoint) does the planner wait for Kafka in place.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import re
 import time
 from typing import Any, Iterator, Mapping, Optional, Sequence
@@ -53,7 +62,8 @@ from ingest.kafka_source.offsets import (
     starting_offsets_now,
     tasks_of,
 )
-from ingest.kafka_source.watermarks import TopicWatermarks
+from ingest.kafka_source.outage import Outage, in_words, is_outage, kafka_error
+from ingest.kafka_source.watermarks import TopicWatermarks, worker_logging
 from runtime.python_worker import skip_unchanged_archive_rereads
 
 log = logging.getLogger("floe.ingest")
@@ -98,13 +108,18 @@ class KafkaRangeReader(DataSourceStreamReader):
             self._limits = Limits(self._limits.max_offsets)
         self._last_batch = float("-inf")  # as Spark's source: the first batch is not held back
         self._kafka: Optional[TopicWatermarks] = None
+        self._outage = Outage()
 
     def initialOffset(self) -> dict:
-        self._start = self._initial(self._marks())
+        self._start = self._initial(self._marks_waiting())
         return self._start
 
     def latestOffset(self) -> dict:
-        marks = self._marks()
+        marks = self._marks_if_reachable()
+        if marks is None and self._start is not None:  # Kafka does not answer: no batch this trigger
+            return {t: dict(parts) for t, parts in self._start.items()}
+        if marks is None:
+            marks = self._marks_waiting()
         if self._start is None:  # a new checkpoint (Spark may ask for the latest offset first)
             self._start = self._initial(marks)
         latest = high_offsets(marks) if self._ending is None else capped(high_offsets(marks), self._ending)
@@ -140,12 +155,43 @@ class KafkaRangeReader(DataSourceStreamReader):
         if self._kafka is not None:
             self._kafka.close()
 
-    def _marks(self) -> dict[str, dict[int, tuple[int, int]]]:
+    def _marks_if_reachable(self) -> Optional[dict[str, dict[int, tuple[int, int]]]]:
+        """The watermarks now; None while Kafka does not answer (and until its next try is due)."""
+        if not self._outage.may_try(time.monotonic()):
+            return None
+        try:
+            marks = self._watermarks().watermarks()
+        except Exception as exc:
+            error = kafka_error(exc)
+            if error is None or not is_outage(error):
+                raise
+            now = time.monotonic()
+            if self._outage.failed(now, random.random()):
+                worker_logging()
+                log.warning("kafka %s is unreachable: %s; Floe's source plans no batch until it answers "
+                            "(unreachable for %.0fs; next try in %.0fs)", self._bootstrap(), in_words(error),
+                            self._outage.down_for_s(now), self._outage.wait_s(now))
+            return None
+        self._outage.answered(time.monotonic())
+        return marks
+
+    def _marks_waiting(self) -> dict[str, dict[int, tuple[int, int]]]:
+        """The watermarks, waiting for Kafka as long as it does not answer: where no start is known."""
+        while True:
+            marks = self._marks_if_reachable()
+            if marks is not None:
+                return marks
+            time.sleep(self._outage.wait_s(time.monotonic()))
+
+    def _watermarks(self) -> TopicWatermarks:
         if self._kafka is None:
             client = {k[len("kafka."):]: v for k, v in self._options.items() if k.startswith("kafka.")}
             topics = tuple(t for t in self._options.get("subscribe", "").split(",") if t)
             self._kafka = TopicWatermarks(client, topics, self._options.get("subscribepattern"), name="floe-source")
-        return self._kafka.watermarks()
+        return self._kafka
+
+    def _bootstrap(self) -> str:
+        return self._options.get("kafka.bootstrap.servers", "?")
 
 
 def source_limits(options: Mapping[str, str]) -> Limits:

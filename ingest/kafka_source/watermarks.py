@@ -17,8 +17,20 @@ import uuid
 from typing import Any, Mapping, Optional
 
 from ingest.kafka_source.offsets import Marks
+from runtime.logging import configure_logging, floe_handlers
 
 log = logging.getLogger("floe.ingest")
+
+
+def worker_logging() -> None:
+    """Floe's log format in a Spark Python worker (the source's planner, a task), where the driver's
+    configuration does not reach: configured once, at WARNING, before the worker's first line."""
+    if not floe_handlers():
+        configure_logging("WARNING")
+
+
+class TopicsNotFound(LookupError):
+    """Kafka answered, without some of the topics a source lists: nothing is set up for them."""
 
 
 class TopicWatermarks:
@@ -49,6 +61,13 @@ class TopicWatermarks:
         else:
             names = [t for t in self._topics if t in metadata.topics]
         return {t: sorted(metadata.topics[t].partitions) for t in names}
+
+    def require_topics(self, bootstrap: str) -> None:
+        """:class:`TopicsNotFound` unless every listed topic exists (a pattern may match none yet)."""
+        found = self.topic_partitions()
+        missing = [t for t in self._topics if t not in found]
+        if missing and self._pattern is None:
+            raise TopicsNotFound(f"kafka {bootstrap}: topics not found: {', '.join(missing)}")
 
     def watermarks(self) -> Marks:
         """topic -> partition -> (low, high) watermark."""

@@ -1,0 +1,129 @@
+"""Riding out a Kafka outage: which errors are one, when to try again, when to say so, and in what words.
+
+A broker that is stopped, restarting or frozen is an outage, not a failure:
+Floe's source plans no batch and its tasks wait while it lasts, and the lag
+monitor reports it (``floe_ingest_kafka_up`` 0, ``/readyz`` not ready), as
+Spark's source rides it out. The callers (:mod:`.reader`, :mod:`.consume`,
+:mod:`ingest.metrics`) keep one :class:`Outage` each. Pure: the clock and the
+random draw are handed in, and a librdkafka error is read through its
+``name()``, ``str()``, ``retriable()`` and ``fatal()``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+OUTAGE_ERRORS = frozenset({
+    "_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_TIMED_OUT_QUEUE", "_MSG_TIMED_OUT", "_RESOLVE",
+    "_WAIT_COORD", "_NODE_UPDATE", "REQUEST_TIMED_OUT", "NETWORK_EXCEPTION", "BROKER_NOT_AVAILABLE",
+    "LEADER_NOT_AVAILABLE", "NOT_LEADER_FOR_PARTITION", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE",
+    "COORDINATOR_LOAD_IN_PROGRESS",
+})
+"""librdkafka's errors that mean "no broker answers now" (or not yet): waited out, never a failed query."""
+
+_CAUSES = {
+    "_TRANSPORT": "the connection was refused or lost",
+    "_ALL_BROKERS_DOWN": "no broker is up",
+    "_TIMED_OUT": "no answer in time",
+    "_TIMED_OUT_QUEUE": "no answer in time",
+    "_MSG_TIMED_OUT": "no answer in time",
+    "REQUEST_TIMED_OUT": "no answer in time",
+    "_RESOLVE": "its host name does not resolve",
+    "NETWORK_EXCEPTION": "the connection was lost",
+    "BROKER_NOT_AVAILABLE": "the broker is not available",
+    "LEADER_NOT_AVAILABLE": "the partition has no leader right now",
+    "NOT_LEADER_FOR_PARTITION": "the partition's leader is moving",
+    "_AUTHENTICATION": "authentication failed",
+    "SASL_AUTHENTICATION_FAILED": "authentication failed",
+    "_SSL": "the TLS handshake failed",
+    "UNKNOWN_TOPIC_OR_PART": "the topic or partition does not exist",
+    "TOPIC_AUTHORIZATION_FAILED": "not authorized to read the topic",
+}
+_PREFIXES = ("Local: ", "Broker: ")
+
+
+def kafka_error(error: BaseException) -> Optional[Any]:
+    """The librdkafka error (``KafkaError``) an exception carries, if it carries one."""
+    first = error.args[0] if error.args else None
+    return first if all(hasattr(first, a) for a in ("name", "str", "retriable", "fatal")) else None
+
+
+def is_outage(error: Any) -> bool:
+    """Whether a librdkafka error means Kafka does not answer now (waited out) rather than a refusal."""
+    return not error.fatal() and (error.name() in OUTAGE_ERRORS or error.retriable())
+
+
+def in_words(error: Any) -> str:
+    """A librdkafka error as a person reads it: the cause, then the step that met it.
+
+    ``KafkaError{code=_TRANSPORT,val=-195,str="Failed to get metadata: Local: Broker transport failure"}``
+    reads ``the connection was refused or lost (failed to get metadata)``.
+    """
+    text = error.str() or error.name()
+    step, _, detail = text.partition(": ") if ": " in text and not text.startswith(_PREFIXES) else ("", "", text)
+    cause = _CAUSES.get(error.name())
+    if cause is None:
+        cause = detail
+        for prefix in _PREFIXES:
+            cause = cause.replace(prefix, "")
+        cause = cause[:1].lower() + cause[1:]
+    return f"{cause} ({step[:1].lower() + step[1:]})" if step else cause
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """The wait before the next try: doubling from ``first_s`` to at most ``cap_s``, jittered."""
+
+    first_s: float = 1.0
+    cap_s: float = 30.0
+
+    def delay_s(self, failures: int, draw: float) -> float:
+        """The wait after ``failures`` failed tries in a row; ``draw`` in [0, 1) spreads it over the upper
+        half of the step, so that tasks and planners that lost Kafka together do not retry in step."""
+        step = min(self.cap_s, self.first_s * math.pow(2.0, max(failures - 1, 0)))
+        return step * (0.5 + 0.5 * draw)
+
+
+@dataclass
+class Outage:
+    """Kafka as one caller sees it: answering, or not since ``down_since``.
+
+    Says when the next try is due (:class:`Backoff`) and when a log line is: when the outage is
+    first seen, then at most once per ``report_every_s`` while it lasts, however often it is tried.
+    """
+
+    backoff: Backoff = field(default_factory=Backoff)
+    report_every_s: float = 60.0
+    down_since: Optional[float] = None
+    failures: int = 0
+    next_try: float = -math.inf
+    _reported: float = -math.inf
+
+    def may_try(self, now: float) -> bool:
+        return now >= self.next_try
+
+    def wait_s(self, now: float) -> float:
+        """How long until the next try is due."""
+        return max(0.0, self.next_try - now)
+
+    def failed(self, now: float, draw: float) -> bool:
+        """A try failed at ``now``; True when a log line is due."""
+        if self.down_since is None:
+            self.down_since = now
+        self.failures += 1
+        self.next_try = now + self.backoff.delay_s(self.failures, draw)
+        if now - self._reported < self.report_every_s:
+            return False
+        self._reported = now
+        return True
+
+    def down_for_s(self, now: float) -> float:
+        return 0.0 if self.down_since is None else now - self.down_since
+
+    def answered(self, now: float) -> Optional[float]:
+        """A try succeeded at ``now``: how long Kafka had not answered, or None when it had."""
+        was = self.down_since
+        self.down_since, self.failures, self.next_try, self._reported = None, 0, -math.inf, -math.inf
+        return None if was is None else now - was

@@ -1,0 +1,54 @@
+"""Riding out a Kafka outage, the pure rules: which errors are one, the backoff, when a line is due, the words."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from ingest.kafka_source.outage import Backoff, Outage, in_words, is_outage, kafka_error
+
+
+def test_the_backoff_doubles_to_its_cap_and_is_jittered_within_the_upper_half_of_each_step():
+    backoff = Backoff(first_s=1.0, cap_s=30.0)
+    assert [backoff.delay_s(n, 0.999999) for n in range(1, 8)] == pytest.approx([1, 2, 4, 8, 16, 30, 30], rel=1e-5)
+    assert [backoff.delay_s(n, 0.0) for n in range(1, 8)] == [0.5, 1, 2, 4, 8, 15, 15]
+    assert backoff.delay_s(1000, 0.5) == 22.5, "bounded: no wait past the cap, however long the outage"
+
+
+def test_an_outage_is_one_line_when_it_begins_then_one_per_report_interval_whatever_the_tries():
+    outage = Outage(Backoff(1.0, 30.0), report_every_s=60.0)
+    assert outage.may_try(0.0) and outage.answered(0.0) is None, "no outage yet"
+    tries, lines = [], []
+    for now in range(0, 150, 2):  # a caller asking every 2 s
+        if outage.may_try(now):
+            tries.append(now)
+            if outage.failed(now, 0.0):
+                lines.append(now)
+    assert tries == [0, 2, 4, 6, 10, 18, 34, 50, 66, 82, 98, 114, 130, 146], "waits double to the cap (15 s drawn)"
+    assert lines == [0, 66, 130], "a line when it begins, then at the first try a minute after the last line"
+    assert outage.down_for_s(150.0) == 150.0
+    assert not outage.may_try(outage.next_try - 0.01) and outage.may_try(outage.next_try)
+    assert outage.answered(151.0) == 151.0, "how long it lasted"
+    assert outage.down_since is None and outage.may_try(151.0)
+    assert outage.failed(152.0, 0.0), "a new outage is reported at once"
+    assert outage.wait_s(152.0) == 0.5, "and its backoff starts again from the first step"
+
+
+def test_the_errors_of_an_unreachable_broker_are_an_outage_and_a_refusal_is_not():
+    assert is_outage(KafkaError(KafkaError._TRANSPORT, "Failed to get metadata: Local: Broker transport failure"))
+    assert is_outage(KafkaError(KafkaError._TIMED_OUT, "Failed to get metadata: Local: Timed out"))
+    assert is_outage(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+    assert is_outage(KafkaError(KafkaError.UNKNOWN, "something retriable", retriable=True))
+    assert not is_outage(KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error"))
+    assert not is_outage(KafkaError(KafkaError._TRANSPORT, "fatal", fatal=True))
+    assert not is_outage(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+
+
+def test_librdkafka_errors_are_worded_for_a_person():
+    transport = KafkaError(KafkaError._TRANSPORT, "Failed to get metadata: Local: Broker transport failure")
+    assert in_words(transport) == "the connection was refused or lost (failed to get metadata)"
+    assert in_words(KafkaError(KafkaError._TIMED_OUT, "Local: Timed out")) == "no answer in time"
+    assert in_words(KafkaError(KafkaError.INVALID_CONFIG, "Broker: Invalid config")) == "invalid config"
+    assert "KafkaError{" not in in_words(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+    assert kafka_error(KafkaException(transport)) is transport
+    assert kafka_error(RuntimeError("not kafka")) is None
