@@ -1,9 +1,13 @@
-"""End to end: graceful stops (``stop_event``, and SIGTERM to ``python -m ingest``), lag gauges, a resume.
+"""End to end: graceful stops (``stop_event``, and SIGTERM or SIGINT to ``python -m ingest``'s group), lag gauges, a resume.
 
 With a 1 s processing-time trigger and a producer still running, ``stop_event``
 stops the query after whole batches only: the table equals the changes below
 the offsets it recorded, per partition. The lag probe then reports exactly
-the records left behind, and a restart on the same checkpoint lands them.
+the records left behind (one more chunk is produced after the stop, so some
+always are), and a restart on the same checkpoint lands them.
+
+The producer keeps the topic ahead of the query until the stop, so the stop
+comes while batches are still coming, whatever the machine's speed.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -27,6 +32,7 @@ from table.io import FileIO
 from table.scan import TableScan
 from tests.ingest.e2e_support import (
     Delivered,
+    Event,
     batch_lines,
     change_events,
     expected_table,
@@ -48,19 +54,9 @@ def read_table(job):
 
 def test_graceful_stop_commits_whole_batches_and_a_restart_resumes(spark, kafka_bootstrap, new_topic, tmp_path: Path):
     topic = new_topic("e2e-stop", partitions=2)
-    events = change_events(30_000, 2_000, seed=9)
-    delivered: list[Delivered] = []
-    producing = threading.Event()
-
-    def producer() -> None:
-        for start in range(0, len(events), 1_000):
-            delivered.extend(produce(kafka_bootstrap, topic, events[start:start + 1_000]))
-            producing.set()
-            time.sleep(0.3)
-
-    thread = threading.Thread(target=producer)
-    thread.start()
-    producing.wait(60)
+    producer = PacedProducer(kafka_bootstrap, topic, change_events(200_000, 2_000, seed=9), chunk=1_000)
+    producer.start()
+    assert producer.started.wait(60) and producer.error is None, producer.error
     job = upsert_job(kafka_bootstrap, topic, tmp_path, max_offsets=3_000, available_now=False, processing_time=1.0)
     registry = CollectorRegistry()
     metrics = IngestMetrics(registry)
@@ -75,14 +71,14 @@ def test_graceful_stop_commits_whole_batches_and_a_restart_resumes(spark, kafka_
     assert query.await_termination(120), "the query did not stop"
     assert query.exception() is None and not query.is_active
     assert registry.get_sample_value("floe_ingest_query_active", {"table": table}) == 0
-    thread.join()
+    delivered = producer.stop()
+    delivered += produce(kafka_bootstrap, topic, producer.more(1_000))  # records the stopped query left behind
 
     rows, metadata = read_table(job)
     committed = committed_offsets(metadata)[topic]
     below = [d for d in delivered if d.offset < committed.get(d.partition, 0)]
     assert rows == expected_table(below), "the table holds exactly the committed prefix of each partition"
     left = {p: sum(1 for d in delivered if d.partition == p) - committed.get(p, 0) for p in range(2)}
-    assert sum(left.values()) > 0, "the producer outran the stopped query"
 
     probe = LagProbe(job, Catalog(job.catalog.uri, job.catalog.warehouse), metrics)
     probe.refresh()
@@ -100,26 +96,72 @@ def test_graceful_stop_commits_whole_batches_and_a_restart_resumes(spark, kafka_
     assert rows == expected_table(delivered)
 
 
-def test_sigterm_stops_python_m_ingest_after_whole_batches(kafka_bootstrap, new_topic, tmp_path: Path):
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_a_signal_to_the_group_stops_python_m_ingest_after_whole_batches(stop_signal, kafka_bootstrap, new_topic,
+                                                                          tmp_path: Path):
+    """As a terminal's Ctrl-C or ``timeout`` sends it: Spark's JVM and Python workers get the signal too."""
     topic = new_topic("e2e-sigterm", partitions=2)
-    delivered = produce(kafka_bootstrap, topic, change_events(20_000, 1_000, seed=13))
+    producer = PacedProducer(kafka_bootstrap, topic, change_events(200_000, 1_000, seed=13), chunk=500)
+    producer.start()
+    assert producer.started.wait(60) and producer.error is None, producer.error
     job = upsert_job(kafka_bootstrap, topic, tmp_path, max_offsets=1_000, available_now=False, processing_time=0.5)
     job_file = tmp_path / "job.json"
     job_file.write_text(json.dumps(job_to_json(job)))
     log = tmp_path / "ingest.log"
     proc = start_ingest(job_file, log)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 240
         while not any(line["result"] == "committed" for line in batch_lines(log)):
             assert proc.poll() is None and time.monotonic() < deadline, f"no commit; see {log}"
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=120) == 0, f"python -m ingest did not stop cleanly; see {log}"
+            time.sleep(0.05)
+        os.killpg(proc.pid, stop_signal)
+        assert proc.wait(timeout=240) == 0, f"python -m ingest did not stop cleanly; see {log}"
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+        delivered = producer.stop()
+    output = log.read_text()
+    assert "Traceback" not in output and "Error: " not in output, output[-4000:]
+    stops = [json.loads(line) for line in output.splitlines() if '"stop requested"' in line]
+    assert [s.get("signal") for s in stops] == [stop_signal.name], output[-4000:]
+    assert "ended" in output.splitlines()[-1], "the last line says the query ended"
     rows, metadata = read_table(job)
     committed = committed_offsets(metadata)[topic]
     assert 0 < sum(committed.values()) < len(delivered), "it stopped part-way"
     assert rows == expected_table([d for d in delivered if d.offset < committed.get(d.partition, 0)])
-    assert "ended" in log.read_text()
+
+
+class PacedProducer(threading.Thread):
+    """Produces ``events`` a chunk at a time until stopped: the topic stays ahead of the query."""
+
+    def __init__(self, bootstrap: str, topic: str, events: list[Event], chunk: int, pause_s: float = 0.3) -> None:
+        super().__init__(name="paced-producer", daemon=True)
+        self.bootstrap, self.topic, self.events, self.chunk, self.pause_s = bootstrap, topic, events, chunk, pause_s
+        self.produced = 0
+        self.delivered: list[Delivered] = []
+        self.started = threading.Event()
+        self.finish = threading.Event()
+        self.error: Optional[BaseException] = None
+
+    def run(self) -> None:
+        try:
+            while not self.finish.is_set():
+                self.delivered.extend(produce(self.bootstrap, self.topic, self.more(self.chunk)))
+                self.started.set()
+                self.finish.wait(self.pause_s)
+        except BaseException as error:  # noqa: BLE001 - reported by stop()
+            self.error = error
+            self.started.set()
+
+    def more(self, count: int) -> list[Event]:
+        """The next ``count`` events; the test fails when there are none left."""
+        chunk = self.events[self.produced:self.produced + count]
+        assert len(chunk) == count, "the producer ran out of events before the test finished"
+        self.produced += count
+        return chunk
+
+    def stop(self) -> list[Delivered]:
+        self.finish.set()
+        self.join(120)
+        assert self.error is None, f"the producer failed: {self.error}"
+        return self.delivered
