@@ -10,13 +10,12 @@ raises unless every record was acknowledged.
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Mapping, Optional
 
 import pyarrow as pa
 
+from ingest.kafka_source.client_log import LibrdkafkaLog
 from ingest.record_errors import RecordError
-from runtime.logging import configure_logging, floe_handlers
 
 # ---------------------------------------------------------------------------
 # The dead-letter batch
@@ -131,10 +130,8 @@ class DeadLetterSink:
     def __init__(self, producer_config: Mapping[str, Any], topic: str, flush_timeout: float = 30.0) -> None:
         from confluent_kafka import Producer  # imported here: executors that never dead-letter skip it
 
-        if not floe_handlers():  # a Spark Python worker: logging is configured in the driver only
-            configure_logging("WARNING")
         # librdkafka's own lines go through Python logging: Floe's format, secrets masked
-        self._producer = Producer({"acks": "all", "logger": logging.getLogger("floe.librdkafka"), **producer_config})
+        self._producer = Producer({"acks": "all", "logger": LibrdkafkaLog(), **producer_config})
         self._topic = topic
         self._flush_timeout = flush_timeout
 

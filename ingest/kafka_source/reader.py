@@ -63,7 +63,8 @@ from ingest.kafka_source.offsets import (
     tasks_of,
 )
 from ingest.kafka_source.outage import Outage, in_words, is_outage, kafka_error
-from ingest.kafka_source.watermarks import TopicWatermarks, worker_logging
+from ingest.kafka_source.client_log import worker_logging
+from ingest.kafka_source.watermarks import TopicWatermarks
 from runtime.python_worker import skip_unchanged_archive_rereads
 
 log = logging.getLogger("floe.ingest")

@@ -17,16 +17,10 @@ import uuid
 from typing import Any, Mapping, Optional
 
 from ingest.kafka_source.offsets import Marks
-from runtime.logging import configure_logging, floe_handlers
+from ingest.kafka_source.client_log import LibrdkafkaLog
+from ingest.kafka_source.outage import is_outage
 
 log = logging.getLogger("floe.ingest")
-
-
-def worker_logging() -> None:
-    """Floe's log format in a Spark Python worker (the source's planner, a task), where the driver's
-    configuration does not reach: configured once, at WARNING, before the worker's first line."""
-    if not floe_handlers():
-        configure_logging("WARNING")
 
 
 class TopicsNotFound(LookupError):
@@ -50,11 +44,12 @@ class TopicWatermarks:
             # librdkafka's own reconnect chatter would repeat every second; callers
             # report an unreachable broker themselves, once per attempt.
             "log_level": 2,
-            "logger": logging.getLogger("floe.librdkafka"),
+            "logger": LibrdkafkaLog(),
         })
 
     def topic_partitions(self) -> dict[str, list[int]]:
         """The source's topics (the listed ones, or those the pattern matches) and partitions."""
+        self._serve_events()
         metadata = self._consumer.list_topics(timeout=self._timeout)
         if self._pattern is not None:
             names = [t for t in metadata.topics if self._pattern.fullmatch(t)]
@@ -86,20 +81,26 @@ class TopicWatermarks:
         partitions were added, or while a broker restarts) answers "not leader"
         for a moment; that is a retry, not a failed batch or start.
         """
-        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka import KafkaException
 
-        moving = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART)
         deadline, pause = time.monotonic() + self._timeout, 0.05
         while True:
             try:
                 return self._consumer.get_watermark_offsets(partition, timeout=self._timeout, cached=False)
             except KafkaException as exc:
                 error = exc.args[0]
-                if not (error.retriable() or error.code() in moving) or time.monotonic() + pause > deadline:
+                if not is_outage(error) or time.monotonic() + pause > deadline:
                     raise
                 log.debug("watermarks of %s/%d: %s; retrying", partition.topic, partition.partition, error.str())
                 time.sleep(pause)
                 pause = min(pause * 2, 1.0)
+
+    def _serve_events(self) -> None:
+        """Take the error events and log lines queued since the last request (a connection lost...):
+        this consumer is never polled otherwise, and they would pile up for the life of the process.
+        Its callers learn of an outage from their requests, so the events themselves are dropped."""
+        while self._consumer.consume(num_messages=500, timeout=0):
+            pass
 
     def close(self) -> None:
         self._consumer.close()
