@@ -171,16 +171,21 @@ class KafkaUnreachable(RuntimeError):
 class LagProbe:
     """Reads watermarks from Kafka and positions from the table; sets the lag gauges."""
 
+    REBUILD_AFTER = 5
+    """Failed refreshes in a row after which the Kafka client is made anew: one that lived through a
+    broker restart may keep stale connection or leader state, where a new one asks from scratch."""
+
     def __init__(self, job: IngestJob, catalog: Catalog, metrics: IngestMetrics, timeout_s: float = 10.0) -> None:
         self._job = job
         self._catalog = catalog
         self._metrics = metrics
-        self._kafka = TopicWatermarks(job.source.librdkafka_config(), job.source.topics, job.source.topic_pattern,
-                                      timeout_s, name=f"floe-lag-{job.table.identifier}")
+        self._timeout_s = timeout_s
+        self._kafka: Optional[TopicWatermarks] = None
+        self._failures = 0
 
     def topic_partitions(self) -> dict[str, list[int]]:
         """The source's topics (the listed ones, or those the pattern matches) and partitions."""
-        return self._kafka.topic_partitions()
+        return self._client().topic_partitions()
 
     def require_topics(self) -> None:
         """:class:`~ingest.kafka_source.watermarks.TopicsNotFound` unless every listed topic exists;
@@ -188,26 +193,41 @@ class LagProbe:
         from confluent_kafka import KafkaException
 
         try:
-            self._kafka.require_topics(self._job.source.bootstrap_servers)
+            self._client().require_topics(self._job.source.bootstrap_servers)
         except KafkaException as error:
             raise KafkaUnreachable(self._job.source.bootstrap_servers, error) from error
 
     def watermarks(self) -> dict[str, dict[int, tuple[int, int]]]:
-        return self._kafka.watermarks()
+        return self._client().watermarks()
 
     def refresh(self) -> None:
-        table = self._job.table.identifier
-        metadata = self._catalog.load_table(table).metadata
+        """Kafka first, so that ``kafka_up`` says whether Kafka answers whatever the catalog does."""
         from confluent_kafka import KafkaException
 
+        table = self._job.table.identifier
         try:
             marks = self.watermarks()
         except KafkaException as error:  # anything else is not about reaching Kafka
+            self._failed()
             raise KafkaUnreachable(self._job.source.bootstrap_servers, error) from error
+        self._failures = 0
         self._metrics.set_kafka_up(table, True)
+        metadata = self._catalog.load_table(table).metadata
         lag = consumer_lag(marks, committed_offsets(metadata))
         self._metrics.set_lag(table, lag)
         self._metrics.set_freshness(table, committed_timestamps(metadata), time.time(), lag)
+
+    def _client(self) -> TopicWatermarks:
+        if self._kafka is None:
+            source = self._job.source
+            self._kafka = TopicWatermarks(source.librdkafka_config(), source.topics, source.topic_pattern,
+                                          self._timeout_s, name=f"floe-lag-{self._job.table.identifier}")
+        return self._kafka
+
+    def _failed(self) -> None:
+        self._failures += 1
+        if self._failures % self.REBUILD_AFTER == 0:
+            self.close()
 
     @property
     def table(self) -> str:
@@ -217,7 +237,9 @@ class LagProbe:
         self._metrics.set_kafka_up(self.table, False)
 
     def close(self) -> None:
-        self._kafka.close()
+        kafka, self._kafka = self._kafka, None
+        if kafka is not None:
+            kafka.close()
 
 
 class LagMonitor:

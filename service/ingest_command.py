@@ -127,7 +127,8 @@ def run_ingest_service(
     registry = registry or CollectorRegistry()
     apply_storage(config)
     jobs = build_jobs(config, skip)
-    require_kafka(config)
+    if not stop.is_set():  # stopped already: nothing will read Kafka, whether it answers or not
+        require_kafka(config)
     service_metrics = register_service_metrics(registry)
     metrics = IngestMetrics(registry)
     readiness = IngestReadiness(registry, [j.table.identifier for j in jobs],

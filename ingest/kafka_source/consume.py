@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from ingest.kafka_source.offsets import EARLIEST, OffsetRange
 from ingest.kafka_source.outage import Backoff, Outage, in_words, is_outage, kafka_error
-from ingest.kafka_source.watermarks import worker_logging
+from ingest.kafka_source.client_log import LibrdkafkaLog, worker_logging
 
 log = logging.getLogger("floe.ingest")
 
@@ -102,10 +102,10 @@ class ConsumeSettings:
             "fetch.queue.backoff.ms": 10,
             **dict(self.client),
             "group.id": f"floe-source-{uuid.uuid4().hex}",
-            # librdkafka's own lines (a broker unreachable...) as Floe's log lines, served by consume()
-            # rather than printed raw on stderr by librdkafka's threads, also while the consumer idles in the pool;
-            # errors only: its connection warnings repeat through an outage, which the task reports itself, in words
-            "logger": logging.getLogger("floe.librdkafka"),
+            # librdkafka's own lines as Floe's, served by consume() rather than printed raw by librdkafka's
+            # threads, each kind once a minute (they repeat at every reconnect, and queue while the consumer
+            # idles in the pool); errors only: an outage is reported by the task itself, in words
+            "logger": LibrdkafkaLog(),
             "log_level": 3,
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -214,12 +214,13 @@ class _RangeRead:
             # it cannot fill (only aborted transactions and markers make the range hold fewer)
             wanted = min(self.settings.rows_per_batch, until - position)
             messages = self.consumer.consume(num_messages=wanted, timeout=0.5)
-            if messages:
+            records, moved_to = self._records(messages, position) if messages else ([], position)
+            if moved_to > position:  # error events (a connection lost...) are not progress
                 quiet.heard()
-                records, position = self._records(messages, position)
-                pending.extend(records)
             else:
                 quiet.check(position)
+            position = moved_to
+            pending.extend(records)
             if len(pending) >= self.settings.rows_per_batch or (pending and position >= until):
                 yield kafka_rows(pending, self.settings.with_headers)
                 pending = []
@@ -263,8 +264,18 @@ class _RangeRead:
         """Retention passed the reader mid-range: fail, or go on at the new low watermark."""
         from confluent_kafka import TopicPartition
 
+        from confluent_kafka import KafkaException
+
         partition = TopicPartition(self.wanted.topic, self.wanted.partition)
-        low, _ = self.consumer.get_watermark_offsets(partition, timeout=self.settings.poll_timeout_s)
+        try:
+            low, _ = self.consumer.get_watermark_offsets(partition, timeout=self.settings.probe_after_s)
+        except KafkaException as exc:
+            error = kafka_error(exc)
+            if error is None or not is_outage(error):
+                raise
+            # Kafka went away meanwhile: read on from the same offset, and look again if it is still out of range
+            self.consumer.assign([TopicPartition(self.wanted.topic, self.wanted.partition, position)])
+            return position
         if low <= position:
             raise KafkaReadStalled(f"{self.wanted.topic}/{self.wanted.partition}: offset {position} is out of "
                                    f"range, yet the low watermark is {low}")

@@ -16,10 +16,18 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 OUTAGE_ERRORS = frozenset({
-    "_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_TIMED_OUT_QUEUE", "_MSG_TIMED_OUT", "_RESOLVE",
-    "_WAIT_COORD", "_NODE_UPDATE", "REQUEST_TIMED_OUT", "NETWORK_EXCEPTION", "BROKER_NOT_AVAILABLE",
-    "LEADER_NOT_AVAILABLE", "NOT_LEADER_FOR_PARTITION", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE",
-    "COORDINATOR_LOAD_IN_PROGRESS",
+    # librdkafka's own: no connection, no answer in time, or a broker not known yet
+    "_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_TIMED_OUT_QUEUE", "_MSG_TIMED_OUT", "_RESOLVE", "_FAIL",
+    "_WAIT_COORD", "_WAIT_CACHE", "_NODE_UPDATE",
+    # the broker's, among those Kafka's Java client retries (RetriableException): a broker or a
+    # leader that is shutting down, starting or moving
+    "REQUEST_TIMED_OUT", "NETWORK_EXCEPTION", "BROKER_NOT_AVAILABLE", "LEADER_NOT_AVAILABLE",
+    "NOT_LEADER_FOR_PARTITION", "NOT_LEADER_OR_FOLLOWER", "REPLICA_NOT_AVAILABLE", "OFFSET_NOT_AVAILABLE",
+    "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "KAFKA_STORAGE_ERROR", "NOT_ENOUGH_REPLICAS",
+    "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS",
+    # asked of a topic the metadata had just listed: a broker shutting down or not caught up yet
+    # (a deleted topic is no longer listed, so it is not asked; a task's read of it stalls, bounded)
+    "UNKNOWN_TOPIC_OR_PART",
 })
 """librdkafka's errors that mean "no broker answers now" (or not yet): waited out, never a failed query."""
 
@@ -33,12 +41,15 @@ _CAUSES = {
     "_RESOLVE": "its host name does not resolve",
     "NETWORK_EXCEPTION": "the connection was lost",
     "BROKER_NOT_AVAILABLE": "the broker is not available",
+    "_FAIL": "the connection failed",
     "LEADER_NOT_AVAILABLE": "the partition has no leader right now",
+    "OFFSET_NOT_AVAILABLE": "the partition's new leader is not ready yet",
+    "KAFKA_STORAGE_ERROR": "the broker cannot read its log",
     "NOT_LEADER_FOR_PARTITION": "the partition's leader is moving",
     "_AUTHENTICATION": "authentication failed",
     "SASL_AUTHENTICATION_FAILED": "authentication failed",
     "_SSL": "the TLS handshake failed",
-    "UNKNOWN_TOPIC_OR_PART": "the topic or partition does not exist",
+    "UNKNOWN_TOPIC_OR_PART": "the broker does not know the topic or partition (yet)",
     "TOPIC_AUTHORIZATION_FAILED": "not authorized to read the topic",
 }
 _PREFIXES = ("Local: ", "Broker: ")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from ingest.metrics import IngestMetrics
@@ -77,19 +79,26 @@ def test_a_caught_up_partition_is_fresh_however_old_its_newest_record():
     assert registry.get_sample_value("floe_ingest_freshness_seconds", {**labels, "partition": "1"}) == 680.0
 
 
-def test_an_unreachable_kafka_is_a_metric_at_every_attempt_and_one_line_a_minute(tmp_path, caplog):
+def probe_of(bootstrap: str, tmp_path: Path) -> tuple[Any, Any, CollectorRegistry]:
+    """A lag probe of a new upsert table reading ``orders`` from ``bootstrap``: probe, catalog, registry."""
     from commit.catalog import Catalog
-    from ingest.metrics import LagMonitor, LagProbe
+    from ingest.metrics import LagProbe
     from ingest.table_setup import ensure_table
-    from service.local_kafka import free_port
     from tests.ingest.e2e_support import upsert_job
 
-    bootstrap = f"127.0.0.1:{free_port()}"  # nothing listens there
     job = upsert_job(bootstrap, "orders", tmp_path)
     catalog = Catalog(job.catalog.uri, job.catalog.warehouse)
     ensure_table(catalog, job.table)
     registry = CollectorRegistry()
-    probe = LagProbe(job, catalog, IngestMetrics(registry), timeout_s=1)
+    return LagProbe(job, catalog, IngestMetrics(registry), timeout_s=1), catalog, registry
+
+
+def test_an_unreachable_kafka_is_a_metric_at_every_attempt_and_one_line_a_minute(tmp_path, caplog):
+    from ingest.metrics import LagMonitor
+    from service.local_kafka import free_port
+
+    bootstrap = f"127.0.0.1:{free_port()}"  # nothing listens there
+    probe, catalog, registry = probe_of(bootstrap, tmp_path)
     monitor = LagMonitor(probe, interval_s=15)
     try:
         with caplog.at_level("INFO", logger="floe.ingest"):
@@ -97,15 +106,32 @@ def test_an_unreachable_kafka_is_a_metric_at_every_attempt_and_one_line_a_minute
             monitor.refresh_once()
             monitor.refresh_once()
             assert registry.get_sample_value("floe_ingest_kafka_up", {"table": "db.events"}) == 0
-            catalog.drop_table("db.events")  # a failure that is not about Kafka
+            catalog.drop_table("db.events")  # Kafka is asked first: still the same outage
             monitor.refresh_once()
     finally:
         probe.close()
     lines = [r.getMessage() for r in caplog.records if r.name == "floe.ingest"]  # the monitor's, since clear()
     unreachable = rf"kafka {bootstrap} is unreachable: [^{{}}]+ \(failed to get metadata\); retrying every 15s " \
                   r"\(unreachable for 0s\)"
-    assert len(lines) == 2 and re.fullmatch(unreachable, lines[0]), lines  # not a line per attempt
-    assert lines[1].startswith("lag refresh failed: ") and "db.events" in lines[1], lines[1]
+    assert len(lines) == 1 and re.fullmatch(unreachable, lines[0]), lines  # not a line per attempt
+    assert all(r.exc_info is None for r in caplog.records if r.name == "floe.ingest"), "no traceback below DEBUG"
+
+
+@pytest.mark.kafka
+def test_a_catalog_failure_is_one_line_and_kafka_up_still_says_kafka_answers(kafka_bootstrap, tmp_path, caplog):
+    from ingest.metrics import LagMonitor
+
+    probe, catalog, registry = probe_of(kafka_bootstrap, tmp_path)
+    monitor = LagMonitor(probe, interval_s=15)
+    catalog.drop_table("db.events")  # a failure that is not about Kafka
+    try:
+        with caplog.at_level("INFO", logger="floe.ingest"):
+            monitor.refresh_once()
+    finally:
+        probe.close()
+    assert registry.get_sample_value("floe_ingest_kafka_up", {"table": "db.events"}) == 1
+    [line] = [r.getMessage() for r in caplog.records if r.name == "floe.ingest"]
+    assert line.startswith("lag refresh failed: ") and "db.events" in line, line
     assert all(r.exc_info is None for r in caplog.records if r.name == "floe.ingest"), "no traceback below DEBUG"
 
 

@@ -39,6 +39,10 @@ def test_the_errors_of_an_unreachable_broker_are_an_outage_and_a_refusal_is_not(
     assert is_outage(KafkaError(KafkaError._TIMED_OUT, "Failed to get metadata: Local: Timed out"))
     assert is_outage(KafkaError(KafkaError._ALL_BROKERS_DOWN))
     assert is_outage(KafkaError(KafkaError.UNKNOWN, "something retriable", retriable=True))
+    # a broker shutting down or starting, a leader moving: what Kafka's Java client retries
+    for code in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.FENCED_LEADER_EPOCH,
+                 KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.REPLICA_NOT_AVAILABLE, KafkaError._FAIL):
+        assert is_outage(KafkaError(code)), KafkaError(code).name()
     assert not is_outage(KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error"))
     assert not is_outage(KafkaError(KafkaError._TRANSPORT, "fatal", fatal=True))
     assert not is_outage(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
