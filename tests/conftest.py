@@ -11,9 +11,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import uuid
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 from hypothesis import settings
@@ -64,18 +63,30 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def new_topic(kafka_bootstrap: str) -> Callable[..., str]:
-    """Creates a uniquely named topic and returns its name."""
-    from confluent_kafka.admin import AdminClient, NewTopic
+    """Creates a uniquely named topic on the session's broker and returns its name."""
+    from tests.ingest.e2e_support import create_topic
 
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    return lambda prefix="t", partitions=1: create_topic(kafka_bootstrap, prefix, partitions)
 
-    def create(prefix: str = "t", partitions: int = 1) -> str:
-        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-        futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
-        futures[name].result(timeout=30)
-        return name
 
-    return create
+@pytest.fixture
+def paced_producer() -> Iterator[Callable[..., Any]]:
+    """Starts a :class:`~tests.ingest.e2e_support.PacedProducer` once it has produced its first chunk;
+    every producer started is told to finish when the test ends, passed or failed."""
+    from tests.ingest.e2e_support import PacedProducer
+
+    started: list[PacedProducer] = []
+
+    def start(*args: Any, **kwargs: Any) -> PacedProducer:
+        producer = PacedProducer(*args, **kwargs)
+        started.append(producer)
+        producer.start()
+        assert producer.started.wait(60) and producer.error is None, producer.error
+        return producer
+
+    yield start
+    for producer in started:
+        producer.finish.set()
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +118,16 @@ def produce(bootstrap: str, topic: str, events: Iterable[Event],
     return delivered
 
 
+def create_topic(bootstrap: str, prefix: str = "t", partitions: int = 1) -> str:
+    """A new, uniquely named topic on the broker at ``bootstrap``."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(timeout=30)
+    return name
+
+
 def expected_table(delivered: Iterable[Delivered]) -> dict[int, dict[str, Any]]:
     """id -> final row, applying every change in Kafka order (per key: its partition's order)."""
     rows: dict[int, dict[str, Any]] = {}
@@ -212,3 +223,40 @@ def check_v3_snapshot(snapshot: Any, tasks: list[Any]) -> None:
     low, high = snapshot.first_row_id, snapshot.first_row_id + snapshot.added_rows
     own = [r for r in ranges if low <= r[0] < high]
     assert sum(end - start for start, end in own) == snapshot.added_rows, f"row ids of {where} leave a gap"
+
+
+class PacedProducer(threading.Thread):
+    """Produces ``events`` a chunk at a time until stopped: the topic stays ahead of the query, however fast
+    the machine drains it, so a test that waits for a state mid-stream never finds the stream ended."""
+
+    def __init__(self, bootstrap: str, topic: str, events: list[Event], chunk: int, pause_s: float = 0.3) -> None:
+        super().__init__(name="paced-producer", daemon=True)
+        self.bootstrap, self.topic, self.events, self.chunk, self.pause_s = bootstrap, topic, events, chunk, pause_s
+        self.produced = 0
+        self.delivered: list[Delivered] = []
+        self.started = threading.Event()
+        self.finish = threading.Event()
+        self.error: Optional[BaseException] = None
+
+    def run(self) -> None:
+        try:
+            while not self.finish.is_set():
+                self.delivered.extend(produce(self.bootstrap, self.topic, self.more(self.chunk)))
+                self.started.set()
+                self.finish.wait(self.pause_s)
+        except BaseException as error:  # noqa: BLE001 - reported by stop()
+            self.error = error
+            self.started.set()
+
+    def more(self, count: int) -> list[Event]:
+        """The next ``count`` events; the test fails when there are none left."""
+        chunk = self.events[self.produced:self.produced + count]
+        assert len(chunk) == count, "the producer ran out of events before the test finished"
+        self.produced += count
+        return chunk
+
+    def stop(self) -> list[Delivered]:
+        self.finish.set()
+        self.join(120)
+        assert self.error is None, f"the producer failed: {self.error}"
+        return self.delivered

@@ -18,7 +18,6 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Optional
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -31,8 +30,6 @@ from ingest.stream import run_ingest
 from table.io import FileIO
 from table.scan import TableScan
 from tests.ingest.e2e_support import (
-    Delivered,
-    Event,
     batch_lines,
     change_events,
     expected_table,
@@ -52,11 +49,10 @@ def read_table(job):
     return rows, loaded.metadata
 
 
-def test_graceful_stop_commits_whole_batches_and_a_restart_resumes(spark, kafka_bootstrap, new_topic, tmp_path: Path):
+def test_graceful_stop_commits_whole_batches_and_a_restart_resumes(spark, kafka_bootstrap, new_topic, paced_producer,
+                                                                    tmp_path: Path):
     topic = new_topic("e2e-stop", partitions=2)
-    producer = PacedProducer(kafka_bootstrap, topic, change_events(200_000, 2_000, seed=9), chunk=1_000)
-    producer.start()
-    assert producer.started.wait(60) and producer.error is None, producer.error
+    producer = paced_producer(kafka_bootstrap, topic, change_events(200_000, 2_000, seed=9), chunk=1_000)
     job = upsert_job(kafka_bootstrap, topic, tmp_path, max_offsets=3_000, available_now=False, processing_time=1.0)
     registry = CollectorRegistry()
     metrics = IngestMetrics(registry)
@@ -98,12 +94,10 @@ def test_graceful_stop_commits_whole_batches_and_a_restart_resumes(spark, kafka_
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
 def test_a_signal_to_the_group_stops_python_m_ingest_after_whole_batches(stop_signal, kafka_bootstrap, new_topic,
-                                                                          tmp_path: Path):
+                                                                          paced_producer, tmp_path: Path):
     """As a terminal's Ctrl-C or ``timeout`` sends it: Spark's JVM and Python workers get the signal too."""
     topic = new_topic("e2e-sigterm", partitions=2)
-    producer = PacedProducer(kafka_bootstrap, topic, change_events(200_000, 1_000, seed=13), chunk=500)
-    producer.start()
-    assert producer.started.wait(60) and producer.error is None, producer.error
+    producer = paced_producer(kafka_bootstrap, topic, change_events(200_000, 1_000, seed=13), chunk=500)
     job = upsert_job(kafka_bootstrap, topic, tmp_path, max_offsets=1_000, available_now=False, processing_time=0.5)
     job_file = tmp_path / "job.json"
     job_file.write_text(json.dumps(job_to_json(job)))
@@ -129,39 +123,3 @@ def test_a_signal_to_the_group_stops_python_m_ingest_after_whole_batches(stop_si
     committed = committed_offsets(metadata)[topic]
     assert 0 < sum(committed.values()) < len(delivered), "it stopped part-way"
     assert rows == expected_table([d for d in delivered if d.offset < committed.get(d.partition, 0)])
-
-
-class PacedProducer(threading.Thread):
-    """Produces ``events`` a chunk at a time until stopped: the topic stays ahead of the query."""
-
-    def __init__(self, bootstrap: str, topic: str, events: list[Event], chunk: int, pause_s: float = 0.3) -> None:
-        super().__init__(name="paced-producer", daemon=True)
-        self.bootstrap, self.topic, self.events, self.chunk, self.pause_s = bootstrap, topic, events, chunk, pause_s
-        self.produced = 0
-        self.delivered: list[Delivered] = []
-        self.started = threading.Event()
-        self.finish = threading.Event()
-        self.error: Optional[BaseException] = None
-
-    def run(self) -> None:
-        try:
-            while not self.finish.is_set():
-                self.delivered.extend(produce(self.bootstrap, self.topic, self.more(self.chunk)))
-                self.started.set()
-                self.finish.wait(self.pause_s)
-        except BaseException as error:  # noqa: BLE001 - reported by stop()
-            self.error = error
-            self.started.set()
-
-    def more(self, count: int) -> list[Event]:
-        """The next ``count`` events; the test fails when there are none left."""
-        chunk = self.events[self.produced:self.produced + count]
-        assert len(chunk) == count, "the producer ran out of events before the test finished"
-        self.produced += count
-        return chunk
-
-    def stop(self) -> list[Delivered]:
-        self.finish.set()
-        self.join(120)
-        assert self.error is None, f"the producer failed: {self.error}"
-        return self.delivered

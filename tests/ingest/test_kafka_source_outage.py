@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -21,7 +20,7 @@ from ingest.kafka_source.consume import ConsumerPool, ConsumeSettings, consume_r
 from ingest.kafka_source.offsets import OffsetRange
 from ingest.kafka_source.reader import KafkaRangeReader
 from service.local_kafka import LocalKafka
-from tests.ingest.e2e_support import change_events, produce
+from tests.ingest.e2e_support import change_events, create_topic, produce
 
 pytestmark = pytest.mark.kafka
 
@@ -31,15 +30,6 @@ def own_kafka(tmp_path: Path) -> Iterator[LocalKafka]:
     """A broker this test may stop, restart (same port, same data) and freeze."""
     with LocalKafka(tmp_path / "kafka") as kafka:
         yield kafka
-
-
-def create_topic(bootstrap: str, partitions: int) -> str:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    name = f"outage-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(timeout=30)
-    return name
 
 
 def wait_for(what: str, condition: Callable[[], bool], timeout_s: float = 90.0) -> None:
@@ -55,7 +45,7 @@ def waiting_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 def test_the_planner_plans_no_batch_while_the_broker_is_down_and_goes_on_exactly_when_it_is_back(own_kafka, caplog):
     bootstrap = own_kafka.bootstrap
-    topic = create_topic(bootstrap, partitions=2)
+    topic = create_topic(bootstrap, "outage", partitions=2)
     produce(bootstrap, topic, change_events(40, 10, seed=1))
     planner = KafkaRangeReader({"subscribe": topic, "kafka.bootstrap.servers": bootstrap, "startingOffsets": "earliest"})
     caplog.set_level("WARNING", logger="floe.ingest")
@@ -90,7 +80,7 @@ def read_all(ranges: list[OffsetRange], settings: ConsumeSettings, pool: Consume
 def test_a_task_waits_out_a_broker_that_does_not_answer_past_its_stall_limit(own_kafka, caplog, outage):
     """The stall limit (3 s here) counts only silence from a Kafka that answers."""
     bootstrap = own_kafka.bootstrap
-    topic = create_topic(bootstrap, partitions=1)
+    topic = create_topic(bootstrap, "outage", partitions=1)
     delivered = produce(bootstrap, topic, change_events(30, 10, seed=3))
     settings = ConsumeSettings(client=(("bootstrap.servers", bootstrap),), poll_timeout_s=3.0, probe_after_s=1.0)
     caplog.set_level("WARNING", logger="floe.ingest")

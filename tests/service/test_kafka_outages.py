@@ -31,7 +31,7 @@ import yaml
 from service.cli import EXIT_FAILED
 from service.ingest_command import EXIT_STOPPED
 from service.local_kafka import LocalKafka, free_port
-from tests.ingest.e2e_support import change_events, expected_table, produce
+from tests.ingest.e2e_support import change_events, create_topic, expected_table, produce
 from tests.service.test_ingest_command import events_config, http_get, read_rows
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,53 +53,60 @@ def metric(port: int, name: str) -> Optional[float]:
     return samples[0] if samples else None
 
 
-def wait_for(what: str, condition: Callable[[], bool], process: subprocess.Popen, timeout_s: float = 180.0) -> None:
+def log_tail(log: Path, lines: int = 25) -> str:
+    """The ingest's last warnings and errors (and any raw line): what a failed wait reports."""
+    kept = [line for line in log.read_text(errors="replace").splitlines()
+            if not line.startswith("{") or '"level": "INFO"' not in line and '"level": "DEBUG"' not in line]
+    return "\n".join(kept[-lines:])
+
+
+def wait_for(what: str, condition: Callable[[], bool], process: subprocess.Popen, log: Path,
+             timeout_s: float = 180.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
-        assert process.poll() is None, f"floe ingest ended (exit {process.returncode}) while waiting for {what}"
-        assert time.monotonic() < deadline, f"not within {timeout_s:.0f}s: {what}"
+        assert process.poll() is None, \
+            f"floe ingest ended (exit {process.returncode}) while waiting for {what}:\n{log_tail(log)}"
+        assert time.monotonic() < deadline, f"not within {timeout_s:.0f}s: {what}:\n{log_tail(log)}"
         time.sleep(0.5)
 
 
-def create_topic(bootstrap: str, partitions: int) -> str:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    name = f"outage-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(timeout=30)
-    return name
-
-
-def ride_out(kafka: LocalKafka, outage: str, port: int, process: subprocess.Popen) -> None:
-    """One outage of OUTAGE_S seconds: ingest stays up, kafka_up reads 0 and /readyz is not ready throughout."""
+def ride_out(kafka: LocalKafka, outage: str, port: int, process: subprocess.Popen, log: Path) -> Optional[str]:
+    """One outage of OUTAGE_S seconds: ingest stays up, kafka_up reads 0 and /readyz is not ready throughout.
+    Returns why kafka_up did not read 1 again within 180 s after it, or None when it did."""
     began = time.monotonic()
     kafka.stop() if outage == "stopped" else kafka.freeze()
     try:
-        wait_for("kafka_up 0", lambda: metric(port, "floe_ingest_kafka_up") == 0, process, timeout_s=OUTAGE_S)
+        wait_for("kafka_up 0", lambda: metric(port, "floe_ingest_kafka_up") == 0, process, log, timeout_s=OUTAGE_S)
         status, body = http_get(f"http://127.0.0.1:{port}/readyz")
-        assert status == 503 and "db.events: kafka unreachable" in body, body
+        assert status == 503 and "db.events: kafka unreachable" in body, f"{body}\n{log_tail(log)}"
         while time.monotonic() - began < OUTAGE_S:
-            assert process.poll() is None, f"floe ingest ended during the {outage} broker's outage"
-            assert metric(port, "floe_ingest_kafka_up") == 0, "kafka_up stays 0 while the outage lasts"
+            assert process.poll() is None, f"floe ingest ended during the {outage} broker's outage:\n{log_tail(log)}"
+            up = metric(port, "floe_ingest_kafka_up")
+            assert up == 0, f"kafka_up stays 0 while the outage lasts, read {up}"
             time.sleep(1.0)
     finally:
         kafka.start() if outage == "stopped" else kafka.thaw()
-    wait_for("kafka_up 1 again", lambda: metric(port, "floe_ingest_kafka_up") == 1, process)
+    seen: list[Optional[float]] = []  # None: /metrics did not answer
+
+    def up_again() -> bool:
+        seen.append(metric(port, "floe_ingest_kafka_up"))
+        return seen[-1] == 1
+
+    try:
+        wait_for("kafka_up 1 again", up_again, process, log)
+    except AssertionError as error:
+        assert process.poll() is None, str(error)
+        return f"after the {outage} broker: {error}\nkafka_up read last: {seen[-5:]}"
+    return None
 
 
 @pytest.mark.kafka
 @pytest.mark.spark
-@pytest.mark.parametrize("reader", [
-    # Open: in 1 of 2 full runs kafka_up stayed 0 for 180 s after the broker came back on Spark's source (the lag
-    # monitor's probe, not ingest, which kept running); not strict until that is found, so it still runs every time.
-    pytest.param("spark", marks=pytest.mark.xfail(strict=False, reason="kafka_up did not return to 1 within 180 s "
-                                                  "after an outage in 1 of 2 full runs: under investigation")),
-    "python",
-])
+@pytest.mark.parametrize("reader", ["spark", "python"])
 def test_ingest_rides_out_a_stopped_and_a_frozen_broker_and_lands_every_record_once(reader, tmp_path):
     with LocalKafka(tmp_path / "kafka") as kafka:
         bootstrap = kafka.bootstrap
-        topic = create_topic(bootstrap, partitions=2)
+        topic = create_topic(bootstrap, "outage", partitions=2)
         delivered = produce(bootstrap, topic, change_events(600, 150, seed=21))
         port = free_port()
         raw = events_config(tmp_path, bootstrap, topic)
@@ -113,12 +120,13 @@ def test_ingest_rides_out_a_stopped_and_a_frozen_broker_and_lands_every_record_o
                                        stderr=subprocess.STDOUT)
         try:
             landed = lambda: (metric(port, "floe_ingest_records_read_total") or 0) >= len(delivered)  # noqa: E731
-            wait_for("the first records landed", landed, process, timeout_s=300)
+            wait_for("the first records landed", landed, process, output, timeout_s=300)
+            stuck = []  # kafka_up still 0 180 s after an outage
             for seed, outage in ((22, "stopped"), (23, "frozen")):
                 delivered += produce(bootstrap, topic, change_events(300, 150, seed=seed))  # in flight, or not yet
-                ride_out(kafka, outage, port, process)
+                stuck += filter(None, [ride_out(kafka, outage, port, process, output)])
                 delivered += produce(bootstrap, topic, change_events(300, 150, seed=seed + 10))
-                wait_for(f"every record after the {outage} broker came back", landed, process)
+                wait_for(f"every record after the {outage} broker came back", landed, process, output)
             process.send_signal(signal.SIGTERM)
             code = process.wait(180)
         finally:
@@ -134,8 +142,15 @@ def test_ingest_rides_out_a_stopped_and_a_frozen_broker_and_lands_every_record_o
     assert 2 <= len(monitor) <= 4, f"a line when each outage began (and maybe a minute on), not one per try: {monitor}"
     assert all(re.fullmatch(rf"kafka {bootstrap} is unreachable: [^{{}}]+; retrying every 1s \(unreachable for \d+s\)",
                             m) for m in monitor), monitor
-    assert len([r for r in records if "answers again" in r["message"]]) == 2, "a line when it is back"
     assert "KafkaError{" not in text, "librdkafka's errors are worded for a person"
+    assert not STACK_TRACE.search(text), text[-5000:]
+    if stuck and reader == "spark":
+        # Open: once in a clean-clone run (before the lag probe made its Kafka client anew after failures),
+        # kafka_up stayed 0 for 180 s after the broker came back, while Spark's source read on. Everything
+        # else above is asserted; this alone is an expected failure until it is seen again with its log.
+        pytest.xfail("kafka_up did not return to 1: " + "; ".join(stuck))
+    assert not stuck, stuck
+    assert len([r for r in records if "answers again" in r["message"]]) == 2, "a line when it is back"
 
 
 def missing_topic_config(tmp: Path, bootstrap: str, reader: str) -> Path:

@@ -25,7 +25,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,37 +64,6 @@ class Stop:
 
     def send(self, pid: int) -> None:
         (os.killpg if self.target == "group" else os.kill)(pid, self.signal)
-
-
-class PacedProducer(threading.Thread):
-    """Produces change events a chunk at a time until told to finish: the topic stays ahead of the query."""
-
-    def __init__(self, bootstrap: str, topic: str, chunk: int = 500, pause_s: float = 0.25) -> None:
-        super().__init__(name="paced-producer", daemon=True)
-        self.bootstrap, self.topic, self.chunk, self.pause_s = bootstrap, topic, chunk, pause_s
-        self.events = change_events(200_000, 3_000, seed=11)
-        self.delivered: list[Delivered] = []
-        self.started = threading.Event()
-        self.finish = threading.Event()
-        self.error: Optional[BaseException] = None
-
-    def run(self) -> None:
-        try:
-            for start in range(0, len(self.events), self.chunk):
-                self.delivered.extend(produce(self.bootstrap, self.topic, self.events[start:start + self.chunk]))
-                self.started.set()
-                if self.finish.wait(self.pause_s):
-                    return
-            raise AssertionError("the producer ran out of events before the test finished")
-        except BaseException as error:  # noqa: BLE001 - reported by stop()
-            self.error = error
-            self.started.set()
-
-    def stop(self) -> list[Delivered]:
-        self.finish.set()
-        self.join(120)
-        assert self.error is None, f"the producer failed: {self.error}"
-        return self.delivered
 
 
 @dataclass
@@ -316,12 +284,11 @@ def test_a_signal_while_spark_starts_stops_before_any_query(stop: Stop, kafka_bo
 
 
 @pytest.mark.parametrize("stop", MID_BATCH, ids=str)
-def test_a_signal_mid_batch_stops_after_whole_batches(stop: Stop, kafka_bootstrap, new_topic, tmp_path):
+def test_a_signal_mid_batch_stops_after_whole_batches(stop: Stop, kafka_bootstrap, new_topic, paced_producer,
+                                                      tmp_path):
     topic = new_topic("stop-batch", partitions=2)
-    producer = PacedProducer(kafka_bootstrap, topic)
-    producer.start()
+    producer = paced_producer(kafka_bootstrap, topic, change_events(200_000, 3_000, seed=11), chunk=500, pause_s=0.25)
     try:
-        assert producer.started.wait(60) and producer.error is None, producer.error
         raw, config = write_config(tmp_path, kafka_bootstrap, topic, stop.reader)
         log = tmp_path / "ingest.log"
         process = start_floe(config, log)
@@ -345,7 +312,7 @@ def test_a_signal_mid_batch_stops_after_whole_batches(stop: Stop, kafka_bootstra
         assert sum(ends.values()) == len(delivered), "every event landed exactly once"
 
 
-def test_sigkill_to_the_group_leaves_nothing_running(kafka_bootstrap, new_topic, tmp_path):
+def test_sigkill_to_the_group_leaves_nothing_running(kafka_bootstrap, new_topic, paced_producer, tmp_path):
     """The JVM ignores SIGTERM and SIGINT, not SIGKILL: killed with its group, nothing of the run outlives it.
 
     Spark's Python daemons are in groups of their own; they end when the
@@ -353,10 +320,8 @@ def test_sigkill_to_the_group_leaves_nothing_running(kafka_bootstrap, new_topic,
     Python workers of its own to the group.
     """
     topic = new_topic("stop-kill", partitions=2)
-    producer = PacedProducer(kafka_bootstrap, topic)
-    producer.start()
+    producer = paced_producer(kafka_bootstrap, topic, change_events(200_000, 3_000, seed=11), chunk=500, pause_s=0.25)
     try:
-        assert producer.started.wait(60) and producer.error is None, producer.error
         _, config = write_config(tmp_path, kafka_bootstrap, topic, "python")
         log = tmp_path / "ingest.log"
         process = start_floe(config, log)
