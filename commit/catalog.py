@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping, NamedTuple, Optional
+from typing import NamedTuple, Self
 
 from commit import catalog_sql as sql
 from commit.catalog_db import CatalogDatabase, CommitOutcomeUnknownError, DuplicateKeyError, Session
@@ -74,7 +75,7 @@ class TablePointer(NamedTuple):
     """A table's row: where its metadata is now, and where it was before the last commit."""
 
     metadata_location: str
-    previous_metadata_location: Optional[str]
+    previous_metadata_location: str | None
 
 
 class LoadedTable(NamedTuple):
@@ -105,7 +106,13 @@ class Catalog:
     """
 
     def __init__(
-        self, uri: str, warehouse: str, name: str = DEFAULT_CATALOG_NAME, *, timeout_s: float = 30.0, create: bool = True
+        self,
+        uri: str,
+        warehouse: str,
+        name: str = DEFAULT_CATALOG_NAME,
+        *,
+        timeout_s: float = 30.0,
+        create: bool = True,
     ):
         """``create=False`` opens only a catalog that exists (its database and
         tables): inspecting a misspelt URI must not create an empty catalog."""
@@ -124,7 +131,7 @@ class Catalog:
         except BaseException:
             self._db.close()  # nobody else can: the half-made catalog is never returned
             raise
-        self._leases: Optional[LeaseTable] = None
+        self._leases: LeaseTable | None = None
 
     def __repr__(self) -> str:
         return f"Catalog({self._db.target.display!r}, name={self.name!r})"
@@ -142,8 +149,11 @@ class Catalog:
         if {name for name, _ in sql.SCHEMA_TABLES} <= set(missing):
             raise NoSuchCatalog(target.display, "the database has no Iceberg catalog tables")
         if missing:
-            raise NoSuchCatalog(target.display, f"the catalog database lacks {', '.join(missing)} (an older or "
-                                "partial catalog schema; a Floe ingest or compact run completes it)")
+            raise NoSuchCatalog(
+                target.display,
+                f"the catalog database lacks {', '.join(missing)} (an older or "
+                "partial catalog schema; a Floe ingest or compact run completes it)",
+            )
 
     @property
     def backend(self) -> str:
@@ -160,7 +170,7 @@ class Catalog:
     def close(self) -> None:
         self._db.close()
 
-    def __enter__(self) -> Catalog:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -168,7 +178,7 @@ class Catalog:
 
     # -- namespaces ------------------------------------------------------------
 
-    def create_namespace(self, namespace: NamespaceLike, properties: Optional[Mapping[str, str]] = None) -> None:
+    def create_namespace(self, namespace: NamespaceLike, properties: Mapping[str, str] | None = None) -> None:
         """Create ``namespace`` with ``properties``; its parents need not exist (as in Java)."""
         ns = to_namespace(namespace)
         props = _checked_properties(properties or {}, ns)
@@ -210,7 +220,7 @@ class Catalog:
     def update_namespace_properties(
         self,
         namespace: NamespaceLike,
-        updates: Optional[Mapping[str, str]] = None,
+        updates: Mapping[str, str] | None = None,
         removals: Iterable[str] = (),
     ) -> PropertiesUpdate:
         """Set ``updates`` and remove ``removals``, in one transaction."""
@@ -261,8 +271,8 @@ class Catalog:
         schema: Schema,
         spec: PartitionSpec = UNPARTITIONED_SPEC,
         sort_order: SortOrder = UNSORTED_SORT_ORDER,
-        properties: Optional[Mapping[str, str]] = None,
-        location: Optional[str] = None,
+        properties: Mapping[str, str] | None = None,
+        location: str | None = None,
     ) -> LoadedTable:
         """Write the first metadata file of a new table, then add the table's row.
 
@@ -327,9 +337,7 @@ class Catalog:
                 return
             self._existing_namespaces(session, dst.namespace)
             try:
-                changed = session.execute(
-                    sql.RENAME_TABLE, (dst.namespace_string, dst.name, *self._row_key(src))
-                )
+                changed = session.execute(sql.RENAME_TABLE, (dst.namespace_string, dst.name, *self._row_key(src)))
             except DuplicateKeyError as e:
                 raise TableAlreadyExists(str(dst)) from e
             _expect_one_row(changed, f"rename table {src} to {dst}")
@@ -343,7 +351,9 @@ class Catalog:
                 raise NoSuchTable(str(ident))
             _expect_one_row(changed, f"drop table {ident}")
 
-    def swap_metadata_location(self, identifier: TableIdentifierLike, expected_location: str, new_location: str) -> None:
+    def swap_metadata_location(
+        self, identifier: TableIdentifierLike, expected_location: str, new_location: str
+    ) -> None:
         """Commit: move the pointer from ``expected_location`` to ``new_location``, atomically.
 
         Raises :class:`CommitConflict` when the pointer is elsewhere (nothing
@@ -403,7 +413,7 @@ class Catalog:
         base = self._namespace_properties(session, ident.namespace).get(LOCATION_PROPERTY)
         return f"{base.rstrip('/')}/{ident.name}" if base else self.default_table_location(ident)
 
-    def _any_row(self, session: Session, ident: TableIdentifier) -> Optional[tuple[object, ...]]:
+    def _any_row(self, session: Session, ident: TableIdentifier) -> tuple[object, ...] | None:
         """The row of a table *or view* of that name, if any."""
         rows = session.query(sql.GET_ANY_ROW, self._row_key(ident))
         return rows[0] if rows else None
@@ -417,7 +427,7 @@ class Catalog:
             raise NoSuchTable(str(ident), "its row has no metadata location")
         return TablePointer(location, previous)
 
-    def _insert_table_row(self, ident: TableIdentifier, metadata_location: str, written_by_us: Optional[FileIO]) -> None:
+    def _insert_table_row(self, ident: TableIdentifier, metadata_location: str, written_by_us: FileIO | None) -> None:
         """Add the table's row; deletes our new metadata file when the row surely was not added."""
         try:
             with self._db.write(f"create table {ident}") as session:
@@ -448,12 +458,16 @@ def _checked_properties(properties: Mapping[str, str], ns: Namespace) -> dict[st
     checked: dict[str, str] = {}
     for key, value in properties.items():
         if not isinstance(key, str) or not key or not isinstance(value, str):
-            raise InvalidArgument(f"namespace {namespace_to_string(ns)!r}: property {key!r} must map a non-empty string to a string")
+            raise InvalidArgument(
+                f"namespace {namespace_to_string(ns)!r}: property {key!r} must map a non-empty string to a string"
+            )
         if key == EXISTS_PROPERTY:
             raise InvalidArgument(f"namespace {namespace_to_string(ns)!r}: property {key!r} is reserved")
         check_name_length(key, "property key")
         if len(value) > 1000:
-            raise InvalidArgument(f"namespace {namespace_to_string(ns)!r}: value of {key!r} is longer than 1000 characters")
+            raise InvalidArgument(
+                f"namespace {namespace_to_string(ns)!r}: value of {key!r} is longer than 1000 characters"
+            )
         checked[key] = value
     return checked
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any
 
 from commit.catalog_uri import POSTGRESQL, DatabaseTarget, parse_catalog_uri
 from commit.dialects import Dialect, PostgresDialect, SqliteDialect
@@ -85,7 +86,7 @@ class CatalogDatabase:
             else SqliteDialect(target.address, timeout_s)
         )
         self._lock = threading.RLock()
-        self._conn: Optional[Any] = None
+        self._conn: Any | None = None
         self._pid = os.getpid()
 
     @classmethod
@@ -160,8 +161,11 @@ class CatalogDatabase:
         with self.read(operation) as session:
             missing = [name for name, _ in tables if not session.query(self.dialect.table_exists_sql(), (name,))]
             present = [c for c in columns if c.table not in missing]
-            return missing + [f"{c.table}.{c.column}" for c in present
-                              if not session.query(self.dialect.column_exists_sql(), (c.table, c.column))]
+            return missing + [
+                f"{c.table}.{c.column}"
+                for c in present
+                if not session.query(self.dialect.column_exists_sql(), (c.table, c.column))
+            ]
 
     def _connection(self, operation: str) -> Any:
         if self._pid != os.getpid():

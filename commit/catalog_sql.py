@@ -82,8 +82,7 @@ GET_NAMESPACE_PROPERTIES = (
     f"SELECT property_key, property_value FROM {NAMESPACE_PROPERTIES} WHERE catalog_name = ? AND namespace = ?"
 )
 INSERT_NAMESPACE_PROPERTY = (
-    f"INSERT INTO {NAMESPACE_PROPERTIES} (catalog_name, namespace, property_key, property_value) "
-    "VALUES (?, ?, ?, ?)"
+    f"INSERT INTO {NAMESPACE_PROPERTIES} (catalog_name, namespace, property_key, property_value) VALUES (?, ?, ?, ?)"
 )
 UPSERT_NAMESPACE_PROPERTY = (
     f"INSERT INTO {NAMESPACE_PROPERTIES} (catalog_name, namespace, property_key, property_value) "

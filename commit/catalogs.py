@@ -8,13 +8,13 @@ file, or a change the REST server applies), which
 
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import TypeAlias
 
 from commit.catalog import Catalog
 from commit.rest.catalog import RestCatalog
 from commit.rest.options import RestOptions
 
-AnyCatalog = Union[Catalog, RestCatalog]
+AnyCatalog: TypeAlias = Catalog | RestCatalog
 REST_SCHEMES = ("http://", "https://")
 
 
@@ -22,8 +22,9 @@ def is_rest_uri(uri: str) -> bool:
     return uri.lower().startswith(REST_SCHEMES)
 
 
-def open_catalog(uri: str, warehouse: str, name: str = "floe", *, create: bool = True,
-                 rest: Optional[RestOptions] = None) -> AnyCatalog:
+def open_catalog(
+    uri: str, warehouse: str, name: str = "floe", *, create: bool = True, rest: RestOptions | None = None
+) -> AnyCatalog:
     """The catalog at ``uri``; ``create`` makes a missing SQL catalog's tables (REST has none to make)."""
     if is_rest_uri(uri):
         return RestCatalog(uri, warehouse, name, options=rest)

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from commit.catalog import Catalog
 from commit.errors import InvalidArgument
@@ -62,7 +62,7 @@ class BatchCommitResult:
     status: BatchCommitStatus
     snapshot: Snapshot
     attempts: int
-    index: Optional[IndexManifest] = None
+    index: IndexManifest | None = None
     """The key index the commit moved the table to (``index_update`` given and committed)."""
 
     @property
@@ -81,11 +81,11 @@ def commit_batch(
     *,
     branch: str = MAIN_BRANCH,
     fast_append: bool = False,
-    snapshot_properties: Optional[Mapping[str, str]] = None,
-    io: Optional[FileIO] = None,
-    before_commit: Optional[BeforeCommit] = None,
+    snapshot_properties: Mapping[str, str] | None = None,
+    io: FileIO | None = None,
+    before_commit: BeforeCommit | None = None,
     sleep: Callable[[float], None] = time.sleep,
-    index_update: Optional[KeyIndexUpdate] = None,
+    index_update: KeyIndexUpdate | None = None,
     referenced_data_files: Iterable[str] = (),
     removed_delete_files: Sequence[DataFile] = (),
 ) -> BatchCommitResult:
@@ -136,8 +136,9 @@ def commit_batch(
         raise
     if indexed is not None:
         _delete_obsolete(indexed.obsolete)
-    return BatchCommitResult(BatchCommitStatus.COMMITTED, snapshot, guard.attempts,
-                             None if indexed is None else indexed.manifest)
+    return BatchCommitResult(
+        BatchCommitStatus.COMMITTED, snapshot, guard.attempts, None if indexed is None else indexed.manifest
+    )
 
 
 def _delete_obsolete(paths: Sequence[str]) -> None:
@@ -146,17 +147,22 @@ def _delete_obsolete(paths: Sequence[str]) -> None:
         return
     try:
         FileIO.for_location(paths[0]).delete_many(paths)
-    except Exception as error:  # the commit has landed: a leftover file is only garbage
+    except Exception as error:  # noqa: BLE001 - the commit has landed: a leftover file is only garbage
         log.warning("could not delete %d replaced key index files: %s", len(paths), error)
 
 
-def _operation(data_files: Sequence[DataFile], delete_files: Sequence[DataFile], fast_append: bool,
-               referenced_data_files: Iterable[str] = (), removed_delete_files: Sequence[DataFile] = ()
-               ) -> SnapshotOperation:
+def _operation(
+    data_files: Sequence[DataFile],
+    delete_files: Sequence[DataFile],
+    fast_append: bool,
+    referenced_data_files: Iterable[str] = (),
+    removed_delete_files: Sequence[DataFile] = (),
+) -> SnapshotOperation:
     if fast_append and not delete_files:
         return FastAppend(data_files)
-    return RowDelta(data_files, delete_files, referenced_data_files=referenced_data_files,
-                    removed_delete_files=removed_delete_files)
+    return RowDelta(
+        data_files, delete_files, referenced_data_files=referenced_data_files, removed_delete_files=removed_delete_files
+    )
 
 
 def batch_status(
@@ -164,7 +170,7 @@ def batch_status(
     identifier: TableIdentifierLike,
     writer_id: str,
     batch_id: int,
-    offsets: Optional[KafkaOffsets] = None,
+    offsets: KafkaOffsets | None = None,
     *,
     branch: str = MAIN_BRANCH,
 ) -> BatchCheck:
@@ -177,7 +183,7 @@ def batch_status(
 def table_offsets(
     catalog: Catalog,
     identifier: TableIdentifierLike,
-    writer_id: Optional[str] = None,
+    writer_id: str | None = None,
     *,
     branch: str = MAIN_BRANCH,
 ) -> NextOffsets:

@@ -68,9 +68,7 @@ class SqliteDialect:
         """A connection in autocommit mode: every transaction is begun explicitly."""
         parent = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(parent, exist_ok=True)
-        conn = sqlite3.connect(
-            self.path, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False
-        )
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False)
         try:
             self._configure(conn)
         except sqlite3.Error:
@@ -121,7 +119,10 @@ class SqliteDialect:
         return "SELECT 1 FROM pragma_table_info(?) WHERE name = ?"
 
     def is_duplicate_key(self, error: Exception) -> bool:
-        return isinstance(error, sqlite3.IntegrityError) and getattr(error, "sqlite_errorname", "") in _SQLITE_DUPLICATE_KEY
+        return (
+            isinstance(error, sqlite3.IntegrityError)
+            and getattr(error, "sqlite_errorname", "") in _SQLITE_DUPLICATE_KEY
+        )
 
     def is_unusable(self, conn: sqlite3.Connection) -> bool:
         return False

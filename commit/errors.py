@@ -9,7 +9,8 @@ happened), and never anything in between.
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, TypeVar
+from collections.abc import Mapping
+from typing import TypeVar
 
 from table.properties import Property, PropertyError
 
@@ -109,7 +110,7 @@ class CommitConflict(CommitFailed):
     on it without guessing.
     """
 
-    def __init__(self, table: str, expected_location: str, current_location: Optional[str]) -> None:
+    def __init__(self, table: str, expected_location: str, current_location: str | None) -> None:
         self.expected_location = expected_location
         self.current_location = current_location
         super().__init__(
@@ -132,8 +133,7 @@ class CommitStateUnknown(CommitFailed):
         self.new_location = new_location
         super().__init__(
             table,
-            f"commit to table {table!r} ({expected_location!r} -> {new_location!r}) "
-            f"has an unknown outcome: {reason}",
+            f"commit to table {table!r} ({expected_location!r} -> {new_location!r}) has an unknown outcome: {reason}",
         )
 
 

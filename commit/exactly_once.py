@@ -29,9 +29,9 @@ pure: no file is read, only snapshot summaries in the metadata.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Iterable, Iterator, Mapping, Optional
 
 from commit.errors import InvalidArgument
 from commit.operations.errors import ValidationException
@@ -156,7 +156,7 @@ def decode_offsets(text: str) -> dict[str, dict[int, OffsetRange]]:
             if not (isinstance(key, str) and key.isdigit()):
                 raise InvalidArgument(f"topic {topic!r}: partition {key!r} is not a number")
             parsed[topic][int(key)] = value
-    return normalize_offsets(parsed)  # type: ignore[arg-type]
+    return normalize_offsets(parsed)  # type: ignore[arg-type]  # JSON values checked by normalize_offsets itself
 
 
 def batch_summary(writer_id: str, batch_id: int, offsets: KafkaOffsets) -> dict[str, str]:
@@ -187,12 +187,12 @@ class CommittedBatch:
     offsets: Mapping[str, Mapping[int, OffsetRange]]
 
 
-def writer_of(snapshot: Snapshot) -> Optional[str]:
+def writer_of(snapshot: Snapshot) -> str | None:
     """The writer id a snapshot records; None for snapshots not made by a streaming writer."""
     return snapshot.summary.get(WRITER_ID)
 
 
-def committed_batch(snapshot: Snapshot) -> Optional[CommittedBatch]:
+def committed_batch(snapshot: Snapshot) -> CommittedBatch | None:
     """The batch ``snapshot`` committed, or None when it records none."""
     writer_id = writer_of(snapshot)
     if writer_id is None:
@@ -216,7 +216,7 @@ def branch_history(metadata: TableMetadata, branch: str = MAIN_BRANCH) -> Iterat
     return iter(()) if head is None else metadata.ancestors_of(head.snapshot_id)
 
 
-def last_batch_snapshot(metadata: TableMetadata, branch: str = MAIN_BRANCH) -> Optional[Snapshot]:
+def last_batch_snapshot(metadata: TableMetadata, branch: str = MAIN_BRANCH) -> Snapshot | None:
     """The newest snapshot on ``branch`` that committed a batch, whichever writer made it."""
     return next((s for s in branch_history(metadata, branch) if writer_of(s) is not None), None)
 
@@ -230,19 +230,17 @@ def batches_of(history: Iterable[Snapshot], writer_id: str) -> Iterator[Committe
             yield batch
 
 
-def last_committed_batch(
-    metadata: TableMetadata, writer_id: str, branch: str = MAIN_BRANCH
-) -> Optional[CommittedBatch]:
+def last_committed_batch(metadata: TableMetadata, writer_id: str, branch: str = MAIN_BRANCH) -> CommittedBatch | None:
     """The newest batch of ``writer_id`` on ``branch``; None if it never committed (or it expired)."""
     return next(batches_of(branch_history(metadata, branch), writer_id), None)
 
 
 def committed_offsets(
     metadata: TableMetadata,
-    writer_id: Optional[str] = None,
+    writer_id: str | None = None,
     *,
     branch: str = MAIN_BRANCH,
-    partitions: Optional[Mapping[str, Iterable[int]]] = None,
+    partitions: Mapping[str, Iterable[int]] | None = None,
 ) -> NextOffsets:
     """Where the table stands: topic -> partition -> the next offset to read.
 
@@ -287,13 +285,11 @@ class BatchCheck:
     """The verdict on a batch: new, or already committed by ``committed`` (same batch)."""
 
     status: BatchStatus
-    last: Optional[CommittedBatch]  # the writer's newest batch in the history
-    committed: Optional[CommittedBatch] = None  # the snapshot that holds this very batch
+    last: CommittedBatch | None  # the writer's newest batch in the history
+    committed: CommittedBatch | None = None  # the snapshot that holds this very batch
 
 
-def check_batch(
-    history: Iterable[Snapshot], writer_id: str, batch_id: int, offsets: Optional[KafkaOffsets]
-) -> BatchCheck:
+def check_batch(history: Iterable[Snapshot], writer_id: str, batch_id: int, offsets: KafkaOffsets | None) -> BatchCheck:
     """Is batch ``batch_id`` of ``writer_id`` new, or already in ``history`` (newest first)?
 
     ``offsets`` None (not known yet) matches any offsets: a batch id found
@@ -302,7 +298,7 @@ def check_batch(
     """
     check_batch_identity(writer_id, batch_id)
     wanted = None if offsets is None else normalize_offsets(offsets)
-    last: Optional[CommittedBatch] = None
+    last: CommittedBatch | None = None
     for batch in batches_of(history, writer_id):
         if last is None:
             last = batch

@@ -9,7 +9,6 @@ stay valid in a v3 table until a deletion vector replaces them.
 from __future__ import annotations
 
 import logging
-from typing import Optional
 
 from commit.catalog import Catalog, LoadedTable
 from commit.identifiers import TableIdentifierLike
@@ -25,7 +24,7 @@ def upgrade_format_version(catalog: Catalog, identifier: TableIdentifierLike, ve
     A downgrade or an unsupported version raises ValidationError before anything is written.
     """
 
-    def build(loaded: LoadedTable, _attempt: int) -> Optional[TableMetadata]:
+    def build(loaded: LoadedTable, _attempt: int) -> TableMetadata | None:
         upgraded = loaded.metadata.upgrade_format_version(version)
         return None if upgraded is loaded.metadata else upgraded
 

@@ -10,13 +10,14 @@ shared schema while SQLite silently does not.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence, Union
+from typing import TypeAlias
 
 from commit.errors import InvalidArgument
 
 Namespace = tuple[str, ...]
-NamespaceLike = Union[str, Sequence[str]]
+NamespaceLike: TypeAlias = str | Sequence[str]
 
 NAME_MAX_LENGTH = 255  # VARCHAR(255): catalog_name, table_namespace, table_name, keys
 LOCATION_MAX_LENGTH = 1000  # VARCHAR(1000): metadata locations and property values
@@ -39,7 +40,7 @@ class TableIdentifier:
         return namespace_to_string(self.namespace)
 
 
-TableIdentifierLike = Union[str, Sequence[str], TableIdentifier]
+TableIdentifierLike: TypeAlias = str | Sequence[str] | TableIdentifier
 
 
 def to_namespace(value: NamespaceLike) -> Namespace:
@@ -107,9 +108,7 @@ def child_namespaces(parent: Namespace, stored: Iterable[str]) -> list[Namespace
     """
     depth = len(parent) + 1
     children = {
-        ns[:depth]
-        for ns in map(namespace_from_string, stored)
-        if len(ns) >= depth and is_at_or_below(ns, parent)
+        ns[:depth] for ns in map(namespace_from_string, stored) if len(ns) >= depth and is_at_or_below(ns, parent)
     }
     return sorted(children)
 
@@ -136,9 +135,13 @@ def _check_characters(text: str, what: str) -> None:
     """
     for ch in text:
         if ch in "/\\":
-            raise InvalidArgument(f"{what} {text!r} contains {ch!r}, which is not allowed in a name (names become directories)")
+            raise InvalidArgument(
+                f"{what} {text!r} contains {ch!r}, which is not allowed in a name (names become directories)"
+            )
         if ord(ch) < 0x20 or ord(ch) == 0x7F:
-            raise InvalidArgument(f"{what} {text!r} contains the control character U+{ord(ch):04X}, which is not allowed in a name")
+            raise InvalidArgument(
+                f"{what} {text!r} contains the control character U+{ord(ch):04X}, which is not allowed in a name"
+            )
     if ".." in text:
         raise InvalidArgument(f"{what} {text!r} contains '..', which is not allowed (levels are separated by one '.')")
 
@@ -148,4 +151,6 @@ def _check_level(level: str, parts: Sequence[str]) -> None:
         raise InvalidArgument(f"name {'.'.join(map(str, parts))!r} has an empty level")
     _check_characters(level, "name level")
     if "." in level:
-        raise InvalidArgument(f"level {level!r} of {tuple(parts)!r} contains '.', which the catalog uses to join levels")
+        raise InvalidArgument(
+            f"level {level!r} of {tuple(parts)!r} contains '.', which the catalog uses to join levels"
+        )

@@ -16,7 +16,6 @@ is not what keeps a table correct; the catalog's compare-and-swap does that.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from commit.catalog_db import CatalogDatabase
 from commit.errors import InvalidArgument
@@ -65,9 +64,7 @@ class LeaseTable:
             f"WHERE catalog_name = ? AND lease_name = ? AND holder = ? AND expires_at_ms > {now}"
         )
         self._release_sql = f"DELETE FROM {LEASES} WHERE catalog_name = ? AND lease_name = ? AND holder = ?"
-        self._get_sql = (
-            f"SELECT holder, expires_at_ms, {now} FROM {LEASES} WHERE catalog_name = ? AND lease_name = ?"
-        )
+        self._get_sql = f"SELECT holder, expires_at_ms, {now} FROM {LEASES} WHERE catalog_name = ? AND lease_name = ?"
         db.ensure_tables("create lease table", ((LEASES, CREATE_LEASES),))
 
     def acquire_lease(self, name: str, holder: str, ttl_ms: int) -> bool:
@@ -92,7 +89,7 @@ class LeaseTable:
         with self._db.write(f"release lease {name!r} for {holder!r}") as session:
             return session.execute(self._release_sql, (self._catalog, name, holder)) == 1
 
-    def get_lease(self, name: str) -> Optional[Lease]:
+    def get_lease(self, name: str) -> Lease | None:
         """The row of ``name``, expired or not; None when nobody has taken it."""
         check_name_length(name, "lease name")
         with self._db.read(f"read lease {name!r}") as session:

@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable, Optional
 
 from commit.catalog import Catalog, LoadedTable
 from commit.errors import CatalogDatabaseError, CommitConflict, CommitNotApplied, CommitStateUnknown
@@ -97,7 +97,7 @@ class CommittedMetadata:
 
 
 BeforeCommit = Callable[[PendingCommit], None]
-BuildMetadata = Callable[[LoadedTable, int], Optional[TableMetadata]]
+BuildMetadata = Callable[[LoadedTable, int], TableMetadata | None]
 Landed = Callable[[TableMetadata], bool]
 
 
@@ -116,7 +116,7 @@ class MetadataCommitter:
         identifier: TableIdentifierLike,
         files: CommitFiles,
         *,
-        before_commit: Optional[BeforeCommit] = None,
+        before_commit: BeforeCommit | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         unit_random: Callable[[], float] = random.random,
@@ -129,7 +129,7 @@ class MetadataCommitter:
         self._clock = clock
         self._random = unit_random
 
-    def commit(self, build: BuildMetadata, landed: Landed) -> Optional[CommittedMetadata]:
+    def commit(self, build: BuildMetadata, landed: Landed) -> CommittedMetadata | None:
         """Commit; None when ``build`` found nothing to change."""
         loaded = self.catalog.load_table(self.identifier)
         backoff = RetryPolicy.for_commits(loaded.metadata.properties).backoff(self._clock, self._random)
@@ -149,14 +149,17 @@ class MetadataCommitter:
                 if delay_ms is None:
                     conflict.add_note(f"gave up after {attempt} attempt(s)")
                     raise
-                log.info("commit to %s lost the race (attempt %d); retrying in %.0f ms", self.identifier, attempt, delay_ms)
+                log.info(
+                    "commit to %s lost the race (attempt %d); retrying in %.0f ms", self.identifier, attempt, delay_ms
+                )
                 self._sleep(delay_ms / 1000.0)
             except CommitStateUnknown as unknown:
                 return self._settle(unknown, checks, loaded, location, metadata, attempt, landed)
             else:
                 self._delete_dropped_metadata(loaded.metadata, committed)
-                return CommittedMetadata(loaded.metadata_location, loaded.metadata, committed_location, committed,
-                                         attempt)
+                return CommittedMetadata(
+                    loaded.metadata_location, loaded.metadata, committed_location, committed, attempt
+                )
             loaded = self.catalog.load_table(self.identifier)
             attempt += 1
 
@@ -189,15 +192,19 @@ class MetadataCommitter:
         try:
             dropped = base.metadata_files_dropped_by(committed)
         except Exception as error:  # noqa: BLE001 - the commit landed; see the docstring
-            log.warning("could not tell which old metadata files to delete after a commit",
-                        extra={"table": str(self.identifier), "error": str(error)})
+            log.warning(
+                "could not tell which old metadata files to delete after a commit",
+                extra={"table": str(self.identifier), "error": str(error)},
+            )
             return
         for path in dropped:
             try:
                 self.files.io.delete(path)
             except (OSError, TableError) as error:
-                log.warning("could not delete an old metadata file after a commit",
-                            extra={"table": str(self.identifier), "path": path, "error": str(error)})
+                log.warning(
+                    "could not delete an old metadata file after a commit",
+                    extra={"table": str(self.identifier), "path": path, "error": str(error)},
+                )
 
     def _write(self, loaded: LoadedTable, updated: TableMetadata) -> tuple[str, TableMetadata]:
         """Write ``updated`` as the next metadata version, logging the file it replaces."""
@@ -253,7 +260,9 @@ class MetadataCommitter:
             except (CatalogDatabaseError, TableError) as e:
                 delay_ms = backoff.next_delay_ms()
                 if delay_ms is None:
-                    unknown.add_note(f"the outcome could not be checked: reloading failed {backoff.attempts} time(s), last: {e}")
+                    unknown.add_note(
+                        f"the outcome could not be checked: reloading failed {backoff.attempts} time(s), last: {e}"
+                    )
                     raise unknown from e
                 self._sleep(delay_ms / 1000.0)
             except Exception as e:
@@ -268,12 +277,12 @@ def commit_metadata_change(
     landed: Landed,
     *,
     what: str,
-    io: Optional[FileIO] = None,
-    files: Optional[CommitFiles] = None,
-    keep: Optional[Callable[[CommittedMetadata], Optional[Iterable[str]]]] = None,
-    before_commit: Optional[BeforeCommit] = None,
+    io: FileIO | None = None,
+    files: CommitFiles | None = None,
+    keep: Callable[[CommittedMetadata], Iterable[str] | None] | None = None,
+    before_commit: BeforeCommit | None = None,
     sleep: Callable[[float], None] = time.sleep,
-) -> Optional[CommittedMetadata]:
+) -> CommittedMetadata | None:
     """Commit ``build`` (a schema, a spec, expired snapshots, a snapshot); None when it found nothing to change.
 
     ``files`` records what the attempts write (default: a new record over

@@ -22,8 +22,8 @@ from __future__ import annotations
 import bisect
 import json
 from collections import defaultdict
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -187,8 +187,8 @@ class PositionMapBuilder:
         for chunk in self._chunks:
             for piece in _split_chunk(chunk, bounds.get(chunk.output, [])):
                 pieces[chunk.old_file].append(piece)
-        files = {old: _file_positions(pieces.get(old, [])) for old in self._old_files}
-        return PositionMap(tuple(new_files), files)
+        positions = {old: _file_positions(pieces.get(old, [])) for old in self._old_files}
+        return PositionMap(tuple(new_files), positions)
 
 
 def _split_chunk(chunk: _Chunk, bounds: list[tuple[int, int, int]]) -> list[tuple[pa.Array, int, int]]:

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping, Optional
 
 from commit.errors import InvalidArgument, commit_property
 from table import properties as props
@@ -42,21 +42,29 @@ class RetryPolicy:
             if getattr(self, name) < 0:
                 raise InvalidArgument(f"retry setting {name} must not be negative, got {getattr(self, name)}")
         if self.max_wait_ms < self.min_wait_ms:
-            raise InvalidArgument(
-                f"retry max wait {self.max_wait_ms} ms is below the min wait {self.min_wait_ms} ms"
-            )
+            raise InvalidArgument(f"retry max wait {self.max_wait_ms} ms is below the min wait {self.min_wait_ms} ms")
 
     @classmethod
     def for_commits(cls, properties: Mapping[str, str]) -> RetryPolicy:
         """The policy for lost compare-and-swaps, from table properties (Java's defaults)."""
-        return cls._read(properties, props.COMMIT_NUM_RETRIES, props.COMMIT_MIN_RETRY_WAIT_MS,
-                         props.COMMIT_MAX_RETRY_WAIT_MS, props.COMMIT_TOTAL_RETRY_TIME_MS)
+        return cls._read(
+            properties,
+            props.COMMIT_NUM_RETRIES,
+            props.COMMIT_MIN_RETRY_WAIT_MS,
+            props.COMMIT_MAX_RETRY_WAIT_MS,
+            props.COMMIT_TOTAL_RETRY_TIME_MS,
+        )
 
     @classmethod
     def for_status_checks(cls, properties: Mapping[str, str]) -> RetryPolicy:
         """The policy for reloads that settle an unknown commit outcome (Java's defaults)."""
-        return cls._read(properties, props.COMMIT_STATUS_CHECKS_NUM_RETRIES, props.COMMIT_STATUS_CHECKS_MIN_WAIT_MS,
-                         props.COMMIT_STATUS_CHECKS_MAX_WAIT_MS, props.COMMIT_STATUS_CHECKS_TOTAL_WAIT_MS)
+        return cls._read(
+            properties,
+            props.COMMIT_STATUS_CHECKS_NUM_RETRIES,
+            props.COMMIT_STATUS_CHECKS_MIN_WAIT_MS,
+            props.COMMIT_STATUS_CHECKS_MAX_WAIT_MS,
+            props.COMMIT_STATUS_CHECKS_TOTAL_WAIT_MS,
+        )
 
     @classmethod
     def _read(cls, properties: Mapping[str, str], *keys: props.Property[int]) -> RetryPolicy:
@@ -67,8 +75,10 @@ class RetryPolicy:
                 raise InvalidArgument(f"table property {key.key}={value}: must not be negative")
         (_, min_key, max_key, _), (_, min_wait, max_wait, _) = keys, values
         if max_wait < min_wait:
-            raise InvalidArgument(f"table property {max_key.key}={max_wait}: below {min_key.key}={min_wait}; "
-                                  "the longest pause cannot be shorter than the shortest")
+            raise InvalidArgument(
+                f"table property {max_key.key}={max_wait}: below {min_key.key}={min_wait}; "
+                "the longest pause cannot be shorter than the shortest"
+            )
         return cls(*values)
 
     @property
@@ -114,11 +124,10 @@ class Backoff:
         self._started = clock()
         self.attempts = 0
 
-    def next_delay_ms(self) -> Optional[float]:
+    def next_delay_ms(self) -> float | None:
         """Record a failed attempt; the pause before the next, or None when retries are spent."""
         self.attempts += 1
         elapsed_ms = (self._clock() - self._started) * 1000.0
         if not self.policy.may_retry(self.attempts, elapsed_ms):
             return None
         return self.policy.delay_ms(self.attempts, self._random())
-

@@ -34,8 +34,8 @@ import logging
 import time
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Optional
 
 from commit.catalog import Catalog, LoadedTable
 from commit.errors import CommitFailed
@@ -57,7 +57,6 @@ from table.metadata import MAIN_BRANCH, Snapshot, TableMetadata, now_ms
 from table.partitioning import PartitionSpec
 
 log = logging.getLogger(__name__)
-
 
 
 class ManifestOutput:
@@ -82,8 +81,16 @@ class ManifestOutput:
     ) -> ManifestFile:
         path = self._files.add(f"{self._dir}/{self._uuid}-m{self._count}.avro")
         self._count += 1
-        return write_manifest(self._files.io, path, base.schema(), spec, self._snapshot_id, entries, content,
-                              format_version=base.format_version)
+        return write_manifest(
+            self._files.io,
+            path,
+            base.schema(),
+            spec,
+            self._snapshot_id,
+            entries,
+            content,
+            format_version=base.format_version,
+        )
 
 
 # --------------------------------------------------------------------------
@@ -97,12 +104,12 @@ class Attempt:
 
     number: int
     base: TableMetadata
-    parent: Optional[Snapshot]
+    parent: Snapshot | None
     snapshot_id: int
     sequence_number: int
     io: FileIO
     manifests: ManifestOutput
-    _parent_manifests: Optional[list[ManifestFile]] = field(default=None, repr=False)
+    _parent_manifests: list[ManifestFile] | None = field(default=None, repr=False)
 
     def parent_manifests(self) -> list[ManifestFile]:
         """The manifests of the parent snapshot (read once per attempt)."""
@@ -159,7 +166,7 @@ class WrappingOperation(SnapshotOperation):
         self.inner = inner
 
     @property
-    def operation(self) -> str:  # type: ignore[override]
+    def operation(self) -> str:  # type: ignore[override]  # a property where the base has a class attribute
         return self.inner.operation
 
     def validate(self, attempt: Attempt) -> None:
@@ -195,9 +202,9 @@ class SnapshotProducer:
         operation: SnapshotOperation,
         *,
         branch: str = MAIN_BRANCH,
-        io: Optional[FileIO] = None,
-        before_commit: Optional[BeforeCommit] = None,
-        snapshot_properties: Optional[Mapping[str, str]] = None,
+        io: FileIO | None = None,
+        before_commit: BeforeCommit | None = None,
+        snapshot_properties: Mapping[str, str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.catalog = catalog
@@ -210,8 +217,8 @@ class SnapshotProducer:
         self._io = io
         self._before_commit = before_commit
         self._sleep = sleep
-        self._files: Optional[CommitFiles] = None
-        self._output: Optional[ManifestOutput] = None
+        self._files: CommitFiles | None = None
+        self._output: ManifestOutput | None = None
         self._lists: dict[str, list[ManifestFile]] = {}  # manifest list -> its manifests
         self._extra: dict[str, tuple[str, ...]] = {}  # manifest list -> other files its attempt produced
 
@@ -226,13 +233,23 @@ class SnapshotProducer:
         what it wrote, so a retry needs a new operation and a new producer.
         """
         if self._files is not None:
-            raise CommitFailed(str(self.identifier), f"snapshot {self.snapshot_id} was already committed, or tried: "
-                               "a producer commits once; retry with a new operation and producer")
+            raise CommitFailed(
+                str(self.identifier),
+                f"snapshot {self.snapshot_id} was already committed, or tried: "
+                "a producer commits once; retry with a new operation and producer",
+            )
         pointer = self.catalog.load_pointer(self.identifier)
         files = self._files = CommitFiles(self._io or FileIO.for_location(pointer.metadata_location))
         result = commit_metadata_change(
-            self.catalog, self.identifier, self._build, self._landed, what=f"{self.operation.operation} snapshot",
-            files=files, keep=self._committed_files, before_commit=self._before_commit, sleep=self._sleep,
+            self.catalog,
+            self.identifier,
+            self._build,
+            self._landed,
+            what=f"{self.operation.operation} snapshot",
+            files=files,
+            keep=self._committed_files,
+            before_commit=self._before_commit,
+            sleep=self._sleep,
         )
         assert result is not None, "a snapshot is always a change"
         return result.metadata.snapshot_by_id(self.snapshot_id)
@@ -245,7 +262,9 @@ class SnapshotProducer:
         produced = self.operation.produce(attempt)
         list_path, added_rows = self._write_manifest_list(attempt, produced.manifests)
         parent = attempt.parent
-        summary = with_totals({**self.snapshot_properties, **produced.summary}, None if parent is None else parent.summary)
+        summary = with_totals(
+            {**self.snapshot_properties, **produced.summary}, None if parent is None else parent.summary
+        )
         snapshot = Snapshot(
             snapshot_id=self.snapshot_id,
             parent_snapshot_id=None if parent is None else parent.snapshot_id,
@@ -286,8 +305,14 @@ class SnapshotProducer:
         path = self._files.add(f"{metadata_location(base)}/{name}")
         parent_id = None if attempt.parent is None else attempt.parent.snapshot_id
         added_rows = write_manifest_list(
-            self._files.io, path, self.snapshot_id, parent_id, attempt.sequence_number, manifests,
-            first_row_id=base.next_row_id if base.tracks_row_lineage else None, format_version=base.format_version,
+            self._files.io,
+            path,
+            self.snapshot_id,
+            parent_id,
+            attempt.sequence_number,
+            manifests,
+            first_row_id=base.next_row_id if base.tracks_row_lineage else None,
+            format_version=base.format_version,
         )
         self._lists[path] = list(manifests)
         return path, added_rows
@@ -298,7 +323,7 @@ class SnapshotProducer:
             return False
         return any(s.snapshot_id == self.snapshot_id for s in current.ancestors_of(head.snapshot_id))
 
-    def _committed_files(self, result: CommittedMetadata) -> Optional[set[str]]:
+    def _committed_files(self, result: CommittedMetadata) -> set[str] | None:
         """What the table now uses of the files written: the rest, from lost attempts, is deleted."""
         snapshot = result.metadata.snapshot_by_id(self.snapshot_id)
         committed = self._lists.get(snapshot.manifest_list)

@@ -14,8 +14,8 @@ from zero. Pure logic: no file is read here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Mapping, Optional
 
 from commit.errors import commit_property
 from table import properties as props
@@ -115,9 +115,7 @@ class ChangeCounts:
 
     def to_summary(self) -> dict[str, str]:
         """The non-zero counters under their Iceberg keys."""
-        return {
-            f.name.replace("_", "-"): str(getattr(self, f.name)) for f in fields(self) if getattr(self, f.name) > 0
-        }
+        return {f.name.replace("_", "-"): str(getattr(self, f.name)) for f in fields(self) if getattr(self, f.name) > 0}
 
 
 @dataclass
@@ -176,7 +174,7 @@ class SummaryBuilder:
         return summary
 
 
-def with_totals(summary: Mapping[str, str], parent_summary: Optional[Mapping[str, str]]) -> dict[str, str]:
+def with_totals(summary: Mapping[str, str], parent_summary: Mapping[str, str] | None) -> dict[str, str]:
     """``summary`` plus the ``total-*`` keys carried from the parent's summary.
 
     ``parent_summary`` is None for a table's first snapshot (totals start at
@@ -193,7 +191,7 @@ def with_totals(summary: Mapping[str, str], parent_summary: Optional[Mapping[str
     return result
 
 
-def _carried_total(previous: Optional[str], added: Optional[str], removed: Optional[str]) -> Optional[int]:
+def _carried_total(previous: str | None, added: str | None, removed: str | None) -> int | None:
     try:
         if previous is None:
             return None

@@ -29,9 +29,9 @@ checked.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Iterable, Mapping, Optional, Sequence
 
 import pyarrow as pa
 
@@ -99,7 +99,7 @@ class GroupCommit:
     bytes_replaced: int = 0
     files_added: int = 0
     deletes_carried_over: int = 0
-    error: Optional[str] = None
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ class BatchCommit:
     """The outcome of one commit call."""
 
     groups: tuple[GroupCommit, ...]
-    snapshot_id: Optional[int] = None
+    snapshot_id: int | None = None
     removed_delete_files: tuple[str, ...] = ()
     carry_rounds: int = 0
 
@@ -121,7 +121,7 @@ class _Pending:
     """A group on its way to a commit, with the deletes carried over to its new files so far."""
 
     rewritten: RewrittenGroup
-    position_map: Optional[PositionMap] = None
+    position_map: PositionMap | None = None
     carried_files: list[DataFile] = field(default_factory=list)
     carried: dict[str, set[int]] = field(default_factory=dict)  # old path -> old positions carried
     carried_count: int = 0
@@ -152,7 +152,7 @@ class CommitContext:
     """The table's file writing options: carried-over deletes are written with them."""
     use_starting_sequence_number: bool = True
     max_carry_rounds: int = MAX_CARRY_ROUNDS_DEFAULT
-    before_commit: Optional[BeforeCommit] = None
+    before_commit: BeforeCommit | None = None
     deletion_vectors: bool = False
     """v3: carried-over deletes are deletion vectors (one per new file), not position delete files."""
 
@@ -210,7 +210,7 @@ class _BatchCommit:
         self.concurrent_position_deletes: dict[str, DataFile] = {}
         self.gone_deletes: set[str] = set()
         self.rounds = 0
-        self.remaps: Optional[WithRemaps] = None
+        self.remaps: WithRemaps | None = None
 
     def run(self) -> BatchCommit:
         while self.pending:
@@ -219,7 +219,7 @@ class _BatchCommit:
                 snapshot = self._attempt(replaced_deletes)
             except CommitStateUnknown:
                 raise  # it may have landed: nothing may be deleted
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 - _handle aborts the groups and re-raises the unexpected
                 self._handle(error, replaced_deletes)
                 continue
             return self._committed(snapshot, replaced_deletes)
@@ -257,8 +257,11 @@ class _BatchCommit:
             keep_starting_sequence_number=ctx.use_starting_sequence_number,
             data_sequence_number=ctx.starting_snapshot.sequence_number if ctx.use_starting_sequence_number else None,
         )
-        maps = [(p.rewritten.rewrite.position_map_path, tuple(sorted(p.rewritten.replaced_paths)))
-                for p in pending if p.rewritten.rewrite.position_map_path]
+        maps = [
+            (p.rewritten.rewrite.position_map_path, tuple(sorted(p.rewritten.replaced_paths)))
+            for p in pending
+            if p.rewritten.rewrite.position_map_path
+        ]
         self.remaps = WithRemaps(operation, maps)
         producer = SnapshotProducer(
             ctx.catalog,
@@ -355,7 +358,7 @@ class _BatchCommit:
             return
         try:
             self.ctx.io.delete_many(self.remaps.obsolete)
-        except Exception as error:  # the commit has landed: a leftover is only garbage
+        except Exception as error:  # noqa: BLE001 - the commit has landed: a leftover is only garbage
             log.warning("could not delete %d folded key index remaps: %s", len(self.remaps.obsolete), error)
 
     def _drop_position_maps(self, pending: Iterable[_Pending]) -> None:
@@ -381,7 +384,9 @@ class _BatchCommit:
         head = loaded.metadata.current_snapshot()
         assert head is not None, "a table with a conflicting commit has a snapshot"
         history = snapshots_since(loaded.metadata, head, self.start)
-        entries = [_entry(t.data_sequence_number, t.data_file) for p in self.pending.values() for t in p.rewritten.group.tasks]
+        entries = [
+            _entry(t.data_sequence_number, t.data_file) for p in self.pending.values() for t in p.rewritten.group.tasks
+        ]
         applying = new_deletes_for(self.ctx.io, loaded.metadata, history, entries)
         self._abort_equality_conflicts(applying, conflict)
         position_files = {
@@ -470,8 +475,13 @@ class _BatchCommit:
             prefix=f"{pending.group_id:05d}-carry{self.owner.next_carry_round()}", operation_id=ctx.run_id
         )
         options = ctx.writer.for_deletes()
-        writer = PartitionedWriter(ctx.schema, ctx.output_spec, lambda partition: PositionDeleteWriter(
-            ctx.io, ctx.data_location, ctx.schema, ctx.output_spec, partition, file_name_factory=names, **options))
+        writer = PartitionedWriter(
+            ctx.schema,
+            ctx.output_spec,
+            lambda partition: PositionDeleteWriter(
+                ctx.io, ctx.data_location, ctx.schema, ctx.output_spec, partition, file_name_factory=names, **options
+            ),
+        )
         try:
             for path in sorted(translated):
                 writer.write_partition(partitions[path], _position_rows([path], translated))
@@ -490,4 +500,3 @@ def _position_rows(paths: list[str], translated: Mapping[str, list[int]]) -> pa.
 def _entry(sequence_number: int, data_file: DataFile) -> ManifestEntry:
     """A live manifest entry as planning saw it: what conflict detection needs."""
     return ManifestEntry(ManifestEntryStatus.EXISTING, None, sequence_number, None, data_file)
-

@@ -8,8 +8,8 @@ values that the contract does not list are refused rather than exported.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Optional
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
@@ -62,8 +62,9 @@ def table_health(tasks: Iterable[FileScanTask], min_file_size: int) -> TableHeal
         vectors.update((d.location_key, d.record_count) for d in task.delete_files if d.is_deletion_vector)
         equality_paths.update(d.file_path for d in task.delete_files if d.content == DataFileContent.EQUALITY_DELETES)
     average = total_bytes / data_files if data_files else 0.0
-    return TableHealth(data_files, len(delete_paths), small, average, len(equality_paths), len(vectors),
-                       sum(vectors.values()))
+    return TableHealth(
+        data_files, len(delete_paths), small, average, len(equality_paths), len(vectors), sum(vectors.values())
+    )
 
 
 def uses_position_deletes(metadata: TableMetadata) -> bool:
@@ -86,7 +87,7 @@ class CompactionMetrics:
     one registry is an error in ``prometheus_client``.
     """
 
-    def __init__(self, registry: Optional[CollectorRegistry] = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
         reg = REGISTRY if registry is None else registry
         by_result = ("table", "result")
 
@@ -97,12 +98,8 @@ class CompactionMetrics:
             return Gauge(name, doc, ("table",), registry=reg)
 
         self.runs = counter("floe_compaction_runs_total", "Compaction runs by result", by_result)
-        self.data_files_rewritten = counter(
-            "floe_compaction_data_files_rewritten_total", "Data files replaced"
-        )
-        self.bytes_rewritten = counter(
-            "floe_compaction_bytes_rewritten_total", "Bytes of replaced data files"
-        )
+        self.data_files_rewritten = counter("floe_compaction_data_files_rewritten_total", "Data files replaced")
+        self.bytes_rewritten = counter("floe_compaction_bytes_rewritten_total", "Bytes of replaced data files")
         self.files_added = counter("floe_compaction_files_added_total", "New data files written")
         self.delete_files_removed = counter(
             "floe_compaction_delete_files_removed_total", "Delete files no longer needed"
@@ -128,14 +125,14 @@ class CompactionMetrics:
         self.table_small_files = gauge("floe_table_small_files", "Live data files under the minimum size")
         self.table_avg_file_size = gauge("floe_table_avg_file_size_bytes", "Average live data file size")
         self.table_snapshots = gauge("floe_table_snapshots", "Snapshots in the metadata")
-        self.table_equality_delete_files = gauge(
-            "floe_table_equality_delete_files", "Live equality delete files"
-        )
+        self.table_equality_delete_files = gauge("floe_table_equality_delete_files", "Live equality delete files")
         self.table_upsert_position_deletes = gauge(
             "floe_table_upsert_position_deletes", "1 when upserts delete by position, else 0"
         )
         self.table_deletion_vectors = gauge("floe_table_deletion_vectors", "Live deletion vectors (format v3)")
-        self.table_deleted_by_vectors = gauge("floe_table_deleted_by_vectors_rows", "Rows the live deletion vectors delete")
+        self.table_deleted_by_vectors = gauge(
+            "floe_table_deleted_by_vectors_rows", "Rows the live deletion vectors delete"
+        )
 
     def init_table(self, table: str) -> None:
         """Export every counter of ``table`` at zero, and ``running`` at 0.
@@ -165,9 +162,7 @@ class CompactionMetrics:
     def run_started(self, table: str) -> None:
         self.running.labels(table=table).set(1)
 
-    def run_finished(
-        self, table: str, result: str, duration_seconds: float, finished_at: Optional[float] = None
-    ) -> None:
+    def run_finished(self, table: str, result: str, duration_seconds: float, finished_at: float | None = None) -> None:
         """Count a finished run; only ``success`` moves the last-success time."""
         _check_label("result", result, RUN_RESULTS)
         self.running.labels(table=table).set(0)
@@ -208,7 +203,7 @@ class CompactionMetrics:
         table: str,
         tasks: Iterable[FileScanTask],
         min_file_size: int,
-        metadata: Optional[TableMetadata] = None,
+        metadata: TableMetadata | None = None,
     ) -> TableHealth:
         """Set the table-health gauges from a snapshot's planned tasks (and the
         snapshot count and delete strategy from ``metadata`` when given);
@@ -237,6 +232,4 @@ class CompactionMetrics:
 
 def _check_label(name: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
-        raise ValueError(
-            f"metric label {name}={value!r} is not in docs/metrics.md: expected one of {list(allowed)}"
-        )
+        raise ValueError(f"metric label {name}={value!r} is not in docs/metrics.md: expected one of {list(allowed)}")

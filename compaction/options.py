@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Mapping, Optional, TypeVar
+from typing import Any, TypeVar
 
 from table import properties
 
@@ -140,8 +141,8 @@ class RewriteOptions:
     @classmethod
     def parse(
         cls,
-        options: Optional[Mapping[str, str]] = None,
-        table_properties: Optional[Mapping[str, str]] = None,
+        options: Mapping[str, str] | None = None,
+        table_properties: Mapping[str, str] | None = None,
     ) -> RewriteOptions:
         """Options from Iceberg option strings, defaulted from the table properties."""
         options = dict(options or {})
@@ -149,9 +150,7 @@ class RewriteOptions:
         if unknown:
             raise UnknownRewriteOption(unknown[0], options[unknown[0]])
         target = _get(options, TARGET_FILE_SIZE_BYTES, _parse_long, _default_target(table_properties or {}))
-        max_commits = _get(
-            options, PARTIAL_PROGRESS_MAX_COMMITS, _parse_int, PARTIAL_PROGRESS_MAX_COMMITS_DEFAULT
-        )
+        max_commits = _get(options, PARTIAL_PROGRESS_MAX_COMMITS, _parse_int, PARTIAL_PROGRESS_MAX_COMMITS_DEFAULT)
         defaults = _defaults(target, max_commits)
         values = {name: _get(options, opt, parse, defaults[name]) for name, (opt, parse) in _FIELDS.items()}
         return cls(**values)

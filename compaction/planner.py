@@ -21,9 +21,10 @@ Every group is written in the plan's ``output_spec_id``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Any, Callable, Generic, Iterable, Mapping, Optional, Sequence, TypeVar
+from typing import Any, Generic, TypeVar
 
 from compaction.options import (
     MAX_FILE_SIZE_DEFAULT_RATIO,
@@ -160,7 +161,8 @@ def equality_deleted(task: FileScanTask, options: RewriteOptions) -> bool:
     """Under the position delete strategy a file with equality deletes is rewritten: they are
     what pyiceberg and DuckDB cannot read, and the left-overs of a table switched from equality."""
     return options.remove_equality_deletes and any(
-        d.content == DataFileContent.EQUALITY_DELETES for d in task.delete_files)
+        d.content == DataFileContent.EQUALITY_DELETES for d in task.delete_files
+    )
 
 
 def too_high_delete_ratio(task: FileScanTask, options: RewriteOptions) -> bool:
@@ -193,7 +195,7 @@ def is_candidate(task: FileScanTask, options: RewriteOptions) -> bool:
 # --------------------------------------------------------------------------
 
 
-def group_reason(tasks: Sequence[FileScanTask], options: RewriteOptions) -> Optional[GroupReason]:
+def group_reason(tasks: Sequence[FileScanTask], options: RewriteOptions) -> GroupReason | None:
     """Why a packed group should be rewritten, or None when it should not.
 
     The rules are Java's: a group of one file is only rewritten when that file
@@ -215,8 +217,8 @@ def group_reason(tasks: Sequence[FileScanTask], options: RewriteOptions) -> Opti
 def expected_output_files(
     total_bytes: int,
     target: int,
-    min_file_size: Optional[int] = None,
-    max_file_size: Optional[int] = None,
+    min_file_size: int | None = None,
+    max_file_size: int | None = None,
 ) -> int:
     """How many files of about ``target`` bytes a group of ``total_bytes`` becomes.
 
@@ -307,9 +309,7 @@ def plan_rewrite(
     specs by id. Groups never mix specs or partitions.
     """
     if output_spec_id not in specs:
-        raise NotFoundError(
-            f"output partition spec {output_spec_id} is not one of the table's specs {sorted(specs)}"
-        )
+        raise NotFoundError(f"output partition spec {output_spec_id} is not one of the table's specs {sorted(specs)}")
     groups = [
         group
         for (spec_id, _), part in _by_partition(tasks, specs).items()
@@ -318,9 +318,7 @@ def plan_rewrite(
     return RewritePlan(tuple(order_groups(groups, options.rewrite_job_order)), output_spec_id)
 
 
-def plan_table_rewrite(
-    metadata: TableMetadata, tasks: Iterable[FileScanTask], options: RewriteOptions
-) -> RewritePlan:
+def plan_table_rewrite(metadata: TableMetadata, tasks: Iterable[FileScanTask], options: RewriteOptions) -> RewritePlan:
     """:func:`plan_rewrite` with the table's specs, writing in its default spec; under the
     position delete strategy, files with equality deletes are candidates too."""
     specs = {spec.spec_id: spec for spec in metadata.partition_specs}
@@ -349,9 +347,7 @@ def order_groups(groups: Iterable[FileGroup], order: RewriteJobOrder) -> list[Fi
     return list(groups) if key is None else sorted(groups, key=key)
 
 
-def _plan_partition(
-    spec_id: int, tasks: list[FileScanTask], options: RewriteOptions, lookback: int
-) -> list[FileGroup]:
+def _plan_partition(spec_id: int, tasks: list[FileScanTask], options: RewriteOptions, lookback: int) -> list[FileGroup]:
     candidates = tasks if options.rewrite_all else [t for t in tasks if is_candidate(t, options)]
     candidates = sorted(candidates, key=lambda t: t.data_file.file_path)  # deterministic ties
     bins = first_fit_decreasing(candidates, _task_size, options.max_file_group_size_bytes, lookback)
@@ -363,9 +359,7 @@ def _plan_partition(
     return groups
 
 
-def _file_group(
-    spec_id: int, tasks: list[FileScanTask], options: RewriteOptions, reason: GroupReason
-) -> FileGroup:
+def _file_group(spec_id: int, tasks: list[FileScanTask], options: RewriteOptions, reason: GroupReason) -> FileGroup:
     total = _size(tasks)
     return FileGroup(
         partition=tuple(tasks[0].data_file.partition),

@@ -22,9 +22,10 @@ import logging
 import threading
 import time
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Optional, Protocol, Sequence
+from typing import Any, Protocol
 
 from commit.position_map import PositionMapBuilder, write_position_map
 from compaction.planner import FileGroup
@@ -62,6 +63,9 @@ class NeverStop:
         return False
 
 
+NEVER_STOP = NeverStop()
+
+
 @dataclass
 class StopFile:
     """A stop request that reaches Spark executors: the driver writes a marker file.
@@ -74,7 +78,7 @@ class StopFile:
     interval_s: float = STOP_CHECK_INTERVAL_S
     _checked_at: float = field(default=float("-inf"), repr=False)
     _set: bool = field(default=False, repr=False)
-    _io: Optional[FileIO] = field(default=None, repr=False)  # made on the executor
+    _io: FileIO | None = field(default=None, repr=False)  # made on the executor
 
     def is_set(self) -> bool:
         now = time.monotonic()
@@ -107,7 +111,7 @@ class GroupRewriteTask:
     """The table's writer options, with the target size the rewrite aims at."""
     batch_size: int = DEFAULT_BATCH_SIZE
     max_equality_keys: int = DEFAULT_MAX_EQUALITY_KEYS
-    stop_path: Optional[str] = None
+    stop_path: str | None = None
     row_lineage: bool = False
     """v3: rows keep their ``_row_id`` and ``_last_updated_sequence_number``, written into the new files."""
 
@@ -144,11 +148,11 @@ class GroupRewrite:
     group_id: int
     status: RewriteStatus
     added_files: tuple[DataFile, ...] = ()
-    position_map_path: Optional[str] = None
+    position_map_path: str | None = None
     rows_read: int = 0
     rows_written: int = 0
     duration_s: float = 0.0
-    error: Optional[GroupError] = None
+    error: GroupError | None = None
 
 
 class GroupAbandoned(Exception):
@@ -160,7 +164,7 @@ class GroupAbandoned(Exception):
 # --------------------------------------------------------------------------
 
 
-def rewrite_group(task: GroupRewriteTask, stop: StopCheck = NeverStop()) -> GroupRewrite:
+def rewrite_group(task: GroupRewriteTask, stop: StopCheck = NEVER_STOP) -> GroupRewrite:
     """Rewrite the group; raises :class:`GroupAbandoned` when ``stop`` fires (files deleted).
 
     On any failure every file written so far (data files and the position
@@ -225,8 +229,14 @@ def _copy_rows(
         old_path = scan_task.data_file.file_path
         positions.add_file(old_path)
         batches = read_tasks(
-            io, [scan_task], task.schema, batch_size=task.batch_size, max_equality_keys=task.max_equality_keys,
-            key_cache=key_cache, with_positions=True, with_lineage=task.row_lineage,
+            io,
+            [scan_task],
+            task.schema,
+            batch_size=task.batch_size,
+            max_equality_keys=task.max_equality_keys,
+            key_cache=key_cache,
+            with_positions=True,
+            with_lineage=task.row_lineage,
         )
         for batch in batches:
             if stop.is_set():
@@ -243,14 +253,14 @@ def _discard(io: FileIO, outputs: PartitionedWriter, map_path: str, error: BaseE
     abort_after(error, outputs)
     try:
         io.delete(map_path)
-    except Exception as cleanup:  # the original error matters more; keep both
+    except Exception as cleanup:  # noqa: BLE001 - the original error matters more; keep both
         error.add_note(f"deleting the position map after the failed rewrite failed too (an orphan): {cleanup!r}")
 
 
-def run_rewrite_task(task: GroupRewriteTask, stop: Optional[StopCheck] = None) -> GroupRewrite:
+def run_rewrite_task(task: GroupRewriteTask, stop: StopCheck | None = None) -> GroupRewrite:
     """:func:`rewrite_group` with its outcome as a value (see the module docstring)."""
     if stop is None:
-        stop = StopFile(task.stop_path) if task.stop_path else NeverStop()
+        stop = StopFile(task.stop_path) if task.stop_path else NEVER_STOP
     if stop.is_set():
         return GroupRewrite(task.group_id, RewriteStatus.NOT_STARTED)
     started = time.monotonic()
@@ -258,7 +268,7 @@ def run_rewrite_task(task: GroupRewriteTask, stop: Optional[StopCheck] = None) -
         return rewrite_group(task, stop)
     except GroupAbandoned:
         return GroupRewrite(task.group_id, RewriteStatus.ABANDONED, duration_s=time.monotonic() - started)
-    except Exception as error:  # reported to the driver as a value, with its traceback
+    except Exception as error:  # noqa: BLE001 - reported to the driver as a value, with its traceback
         return GroupRewrite(
             task.group_id, RewriteStatus.FAILED, duration_s=time.monotonic() - started, error=GroupError.of(error)
         )
@@ -293,7 +303,7 @@ class SparkExecutor:
     passed on through each task's stop file, written by a watcher thread.
     """
 
-    def __init__(self, spark: Any, max_concurrent: int, stop: threading.Event, io: FileIO) -> None:
+    def __init__(self, spark: Any, max_concurrent: int, stop: StopCheck, io: FileIO) -> None:
         self.spark = spark
         self.max_concurrent = max_concurrent
         self.stop = stop
@@ -314,7 +324,11 @@ class SparkExecutor:
             context = self.spark.sparkContext
             slices = min(len(tasks), self.max_concurrent)
             # Each task takes the storage credentials the catalog vended with the table.
-            return context.parallelize(list(tasks), slices).map(VENDED.carried(run_rewrite_task, tasks[0].table_location)).collect()
+            return (
+                context.parallelize(list(tasks), slices)
+                .map(VENDED.carried(run_rewrite_task, tasks[0].table_location))
+                .collect()
+            )
         finally:
             done.set()
             watcher.join()

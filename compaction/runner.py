@@ -24,9 +24,10 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any
 
 from commit.catalog import Catalog
 from commit.errors import CatalogError
@@ -122,7 +123,7 @@ class LeaseKeeper:
         self.ttl_ms = ttl_ms
         self.lost = threading.Event()
         self._done = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
 
     def acquire(self) -> bool:
         if not self.leases.acquire_lease(self.name, self.holder, self.ttl_ms):
@@ -177,13 +178,13 @@ class CompactionRunner:
         self,
         catalog: Catalog,
         identifier: TableIdentifierLike,
-        options: Optional[CompactionOptions],
+        options: CompactionOptions | None,
         metrics: CompactionMetrics,
         spark: Any = None,
         *,
-        stop: Optional[threading.Event] = None,
-        holder: Optional[str] = None,
-        before_commit: Optional[BeforeCommit] = None,
+        stop: threading.Event | None = None,
+        holder: str | None = None,
+        before_commit: BeforeCommit | None = None,
         clock_ms: Callable[[], int] = now_ms,
     ) -> None:
         self.catalog = catalog
@@ -358,8 +359,11 @@ class _Run:
                 log.error(
                     "file group rewrite failed",
                     extra=self.runner.log_fields(
-                        self.report, group_id=rewrite.group_id, error=rewrite.error.message,
-                        error_type=rewrite.error.error_type, traceback=rewrite.error.traceback,
+                        self.report,
+                        group_id=rewrite.group_id,
+                        error=rewrite.error.message,
+                        error_type=rewrite.error.error_type,
+                        traceback=rewrite.error.traceback,
                     ),
                 )
                 self._record(GroupCommit(rewrite.group_id, GroupResult.FAILED, error=rewrite.error.message))
@@ -420,7 +424,9 @@ class _Run:
         result = remove_dangling_deletes(runner.catalog, runner.identifier)
         removed = len(result.removed)
         if removed:
-            runner.metrics.files_rewritten(runner.table, data_files=0, data_bytes=0, files_added=0, delete_files_removed=removed)
+            runner.metrics.files_rewritten(
+                runner.table, data_files=0, data_bytes=0, files_added=0, delete_files_removed=removed
+            )
             self.report.delete_files_removed += removed
         return removed
 
@@ -515,4 +521,3 @@ class _Work:
             writer=self.writer,
             deletion_vectors=self.metadata.tracks_row_lineage,
         )
-

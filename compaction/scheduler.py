@@ -19,8 +19,8 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
 
 from compaction.runner import CompactionRunner, RunReport, RunResult
 
@@ -55,15 +55,20 @@ class RunOutcome:
     """One table's run in a round: its report, or the error it raised."""
 
     table: str
-    report: Optional[RunReport] = None
-    error: Optional[BaseException] = None
+    report: RunReport | None = None
+    error: BaseException | None = None
 
     @property
     def ok(self) -> bool:
         """No error and a result that needs no attention (a skipped run is fine: someone else ran)."""
-        return self.error is None and self.report is not None and self.report.result in (
-            RunResult.SUCCESS,
-            RunResult.SKIPPED,
+        return (
+            self.error is None
+            and self.report is not None
+            and self.report.result
+            in (
+                RunResult.SUCCESS,
+                RunResult.SKIPPED,
+            )
         )
 
 
@@ -76,7 +81,7 @@ class CompactionScheduler:
         schedule: Schedule,
         stop: threading.Event,
         *,
-        rng: Optional[random.Random] = None,
+        rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.runners = list(runners)
@@ -130,6 +135,6 @@ class CompactionScheduler:
             return RunOutcome(runner.table, error=error)
 
 
-def run_once(runners: Sequence[CompactionRunner], stop: Optional[threading.Event] = None) -> list[RunOutcome]:
+def run_once(runners: Sequence[CompactionRunner], stop: threading.Event | None = None) -> list[RunOutcome]:
     """One-shot mode (``floe compact --once``, back-fills, tests): one round, no waiting."""
     return CompactionScheduler(runners, Schedule(), stop or threading.Event()).run_once()

@@ -16,19 +16,25 @@ import json
 import logging
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from runtime.logging import LOG_LEVELS, configure_logging
 from runtime.signals import install_stop_signals
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ingest", description=__doc__.splitlines()[0])
     parser.add_argument("--job", required=True, type=Path, help="job spec JSON file")
     parser.add_argument("--metrics-port", type=int, default=None, help="serve /metrics on this port")
-    parser.add_argument("--log-level", default="INFO", type=_log_level, metavar="LEVEL",
-                        help=f"one of {', '.join(LOG_LEVELS)}, in any case (default INFO)")
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        type=_log_level,
+        metavar="LEVEL",
+        help=f"one of {', '.join(LOG_LEVELS)}, in any case (default INFO)",
+    )
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
 
@@ -52,7 +58,7 @@ def _log_level(text: str) -> str:
     return text.upper()
 
 
-def run(job: Any, metrics_port: Optional[int]) -> int:
+def run(job: Any, metrics_port: int | None) -> int:
     from prometheus_client import start_http_server
 
     from ingest.job import as_dict

@@ -17,8 +17,9 @@ Python worker stops re-reading Spark's archives before every task
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable, Iterator
 from functools import partial
-from typing import Any, Callable, Iterator, Union
+from typing import Any
 
 import pyarrow as pa
 
@@ -28,7 +29,7 @@ from table.storage_credentials import VENDED
 ArrowMapFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 
-def map_in_arrow(df: Any, func: ArrowMapFunction, schema: Union[Any, str]) -> Any:
+def map_in_arrow(df: Any, func: ArrowMapFunction, schema: Any | str) -> Any:
     """``df.mapInArrow(func, schema)``, with or without pandas installed."""
     func = partial(_in_worker, func=VENDED.carried(func))
     if importlib.util.find_spec("pandas") is not None:

@@ -33,9 +33,10 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Optional
+from typing import Any
 
 from commit.catalog import Catalog
 from commit.coordinator import BatchCommitResult, commit_batch
@@ -125,7 +126,7 @@ class BatchOutcome:
     data_files: int = 0
     delete_files: int = 0
     attempts: int = 0
-    snapshot_id: Optional[int] = None
+    snapshot_id: int | None = None
     duration_s: float = 0.0
     write: str = ""  # how the batch was written: direct (append), direct-upsert, exchange
     skipped: str = ""  # the records the skip list took out (ingest.skips): topic/partition@offset,...
@@ -141,14 +142,20 @@ class BatchProcessor:
     monitor's poke).
     """
 
-    def __init__(self, job: IngestJob, table: TableSpec, catalog: Catalog, metrics: IngestMetrics,
-                 on_commit: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        job: IngestJob,
+        table: TableSpec,
+        catalog: Catalog,
+        metrics: IngestMetrics,
+        on_commit: Callable[[], None] = lambda: None,
+    ) -> None:
         self._job = job
         self._table = table
         self._catalog = catalog
         self._metrics = metrics
         self._on_commit = on_commit
-        self._writer_id: Optional[str] = None
+        self._writer_id: str | None = None
         self._bound = threading.Event()
         self._last_changes = 0  # keys the last position-strategy batch changed (0: none yet)
         self._offset_log_warned = False
@@ -174,8 +181,12 @@ class BatchProcessor:
             log.exception("batch %d failed", batch_id, extra={"table": self._table.identifier, "batch_id": batch_id})
             raise
         files = outcome.data_files + outcome.delete_files
-        log.info("batch %d %s", batch_id, outcome.result,
-                 extra={"table": self._table.identifier, "files": files, **vars(outcome)})
+        log.info(
+            "batch %d %s",
+            batch_id,
+            outcome.result,
+            extra={"table": self._table.identifier, "files": files, **vars(outcome)},
+        )
 
     def process(self, df: Any, batch_id: int) -> BatchOutcome:
         """Write and commit the batch; written again on a newer snapshot when the key index raced (bounded)."""
@@ -185,9 +196,13 @@ class BatchProcessor:
                 return self._process_once(df, batch_id, started)
             except IndexRaced as raced:
                 if redo == MAX_INDEX_REDOS:
-                    raise raced.error
-                log.warning("batch %d: %s; writing it again on the new snapshot", batch_id, raced.error,
-                            extra={"table": self._table.identifier, "batch_id": batch_id})
+                    raise raced.error from raced
+                log.warning(
+                    "batch %d: %s; writing it again on the new snapshot",
+                    batch_id,
+                    raced.error,
+                    extra={"table": self._table.identifier, "batch_id": batch_id},
+                )
         raise AssertionError("unreachable")
 
     def _process_once(self, df: Any, batch_id: int, started: float) -> BatchOutcome:
@@ -198,9 +213,13 @@ class BatchProcessor:
             assert check.committed is not None
             records = replayed_records(check.committed.offsets)
             self._metrics.batch_skipped(ident, records, time.monotonic() - started)
-            return BatchOutcome(batch_id, "skipped", records=records,
-                                snapshot_id=check.committed.snapshot.snapshot_id,
-                                duration_s=time.monotonic() - started)
+            return BatchOutcome(
+                batch_id,
+                "skipped",
+                records=records,
+                snapshot_id=check.committed.snapshot.snapshot_id,
+                duration_s=time.monotonic() - started,
+            )
         planned = self._planned_ends(batch_id)  # before the write: a failure here leaves no file behind
         size = batch_size(self._planned_starts(batch_id), planned) if self._table.mode == "upsert" else None
         with VENDED.scoped_to(metadata.location):  # the batch's tasks carry this table's vended keys only
@@ -224,8 +243,9 @@ class BatchProcessor:
 
     # -- steps -------------------------------------------------------------------
 
-    def _write(self, df: Any, metadata: TableMetadata,
-               size: Optional[int]) -> tuple[BatchFiles, BatchStats, Optional[BatchIndex]]:
+    def _write(
+        self, df: Any, metadata: TableMetadata, size: int | None
+    ) -> tuple[BatchFiles, BatchStats, BatchIndex | None]:
         """The one Spark job of the batch: its files, its aggregate and (position strategy) its index change.
         ``size``: the offsets the batch holds, where known (:func:`ingest.planning.batch_size`)."""
         source = self._kafka_rows(df)
@@ -238,8 +258,9 @@ class BatchProcessor:
             task = DirectTask(self._table.decode, write, self._table.identifier, fail)
             out = source.map(partial(decode_and_write, task=task), WRITTEN_DDL, self._headers).toArrow()
         elif self._position_deletes(metadata):
-            start = plan_index(FileIO.for_location(metadata.location), metadata, self._equality_ids(metadata),
-                               self._table.identifier)
+            start = plan_index(
+                FileIO.for_location(metadata.location), metadata, self._equality_ids(metadata), self._table.identifier
+            )
             try:
                 out = self._indexed(source, metadata, fail, start, size)
             except BaseException as error:
@@ -270,9 +291,12 @@ class BatchProcessor:
         except (FileIOError, ValueError) as error:
             if not self._offset_log_warned:
                 self._offset_log_warned = True
-                log.warning("cannot read the batch's end offsets from Spark's offset log: %s; offsets are recorded "
-                            "up to the last record seen, so transaction markers show as lag", error,
-                            extra={"table": self._table.identifier, "batch_id": batch_id})
+                log.warning(
+                    "cannot read the batch's end offsets from Spark's offset log: %s; offsets are recorded "
+                    "up to the last record seen, so transaction markers show as lag",
+                    error,
+                    extra={"table": self._table.identifier, "batch_id": batch_id},
+                )
             return {}
 
     def _planned_starts(self, batch_id: int) -> PerPartition:
@@ -306,8 +330,9 @@ class BatchProcessor:
     def _with_vectors(self, written: BatchFiles, out: Any, metadata: TableMetadata, index: BatchIndex) -> BatchFiles:
         """v3: the batch's deletion vectors, written on the driver from the tasks' deleted positions."""
         try:
-            vectors, replaced = write_batch_vectors(FileIO.for_location(metadata.location), index.start, out,
-                                                    f"{metadata.location}/data")
+            vectors, replaced = write_batch_vectors(
+                FileIO.for_location(metadata.location), index.start, out, f"{metadata.location}/data"
+            )
         except BaseException as error:
             _delete_files(metadata, written.paths + index.paths, error)
             raise
@@ -315,18 +340,27 @@ class BatchProcessor:
 
     def _position_deletes(self, metadata: TableMetadata) -> bool:
         """Whether this upsert batch deletes previous rows by position (``floe.upsert.delete-strategy``)."""
-        return self._table.mode == "upsert" and properties.UPSERT_DELETE_STRATEGY.read(metadata.properties) == "position"
+        return (
+            self._table.mode == "upsert" and properties.UPSERT_DELETE_STRATEGY.read(metadata.properties) == "position"
+        )
 
-    def _indexed(self, source: KafkaRows, metadata: TableMetadata, fail: bool, start: IndexStart,
-                 size: Optional[int]) -> Any:
+    def _indexed(
+        self, source: KafkaRows, metadata: TableMetadata, fail: bool, start: IndexStart, size: int | None
+    ) -> Any:
         """The batch's job under the position strategy (:mod:`ingest.upsert_index`): one linear plan, or
         the direct upsert (:mod:`ingest.direct`) where it fits and no key's changes span two tasks."""
         from pyspark.sql import functions as F
 
         spec = metadata.spec()
-        frame_spec = FrameSpec(self._table.decode, json.dumps(spec.to_json()) if spec.fields else "", True, fail,
-                               self._table.identifier, index_buckets=start.manifest.buckets,
-                               key_ids=start.plan.key_ids)
+        frame_spec = FrameSpec(
+            self._table.decode,
+            json.dumps(spec.to_json()) if spec.fields else "",
+            True,
+            fail,
+            self._table.identifier,
+            index_buckets=start.manifest.buckets,
+            key_ids=start.plan.key_ids,
+        )
         if self._direct_upsert_fits(metadata, start, size):
             out = self._direct_upsert(source, metadata, frame_spec, start)
             if out is not None:
@@ -336,8 +370,9 @@ class BatchProcessor:
         if map_side_lookup(start, metadata):
             # a small index: the decode tasks look each change's key up themselves, and one exchange
             # serves the reduction and the writer when the key determines the partition
-            rows = source.map(partial(decode_and_look_up, frame=frame_spec, plan=start.plan), frame_schema,
-                              self._headers)
+            rows = source.map(
+                partial(decode_and_look_up, frame=frame_spec, plan=start.plan), frame_schema, self._headers
+            )
             by = PKEY_COLUMN if spec.fields and keys_determine_partition(spec, start.plan.key_ids) else BUCKET_COLUMN
             rows = reduce_to_latest(rows.repartition(F.col(by)), self._table.key_fields(), [by])
             if spec.fields and by != PKEY_COLUMN:
@@ -356,18 +391,25 @@ class BatchProcessor:
         written = map_in_arrow(rows, partial(write_indexed, task=task, plan=start.plan), WRITTEN_DDL)
         if 0 < self._last_changes <= DRIVER_INDEX_WRITE_MAX_CHANGES:
             return write_index_segments_here(written.toArrow(), start.plan)
-        segments = map_in_arrow(written.repartition(F.col("bucket")), partial(write_index_segments, plan=start.plan),
-                                WRITTEN_DDL)
+        segments = map_in_arrow(
+            written.repartition(F.col("bucket")), partial(write_index_segments, plan=start.plan), WRITTEN_DDL
+        )
         return segments.toArrow()
 
-    def _direct_upsert_fits(self, metadata: TableMetadata, start: IndexStart, size: Optional[int]) -> bool:
+    def _direct_upsert_fits(self, metadata: TableMetadata, start: IndexStart, size: int | None) -> bool:
         """A small index looked up map-side, a table that wants no exchange, a batch known to be small
         (its tasks hold their rows), and no batch yet that had a key in two tasks."""
-        return (not self._keys_span_tasks and map_side_lookup(start, metadata) and wants_no_exchange(metadata)
-                and size is not None and size <= properties.UPSERT_DIRECT_MAX_RECORDS.read(metadata.properties))
+        return (
+            not self._keys_span_tasks
+            and map_side_lookup(start, metadata)
+            and wants_no_exchange(metadata)
+            and size is not None
+            and size <= properties.UPSERT_DIRECT_MAX_RECORDS.read(metadata.properties)
+        )
 
-    def _direct_upsert(self, source: KafkaRows, metadata: TableMetadata, frame: FrameSpec,
-                       start: IndexStart) -> Optional[Any]:
+    def _direct_upsert(
+        self, source: KafkaRows, metadata: TableMetadata, frame: FrameSpec, start: IndexStart
+    ) -> Any | None:
         """The batch written by its decode tasks; None (its files deleted) when a key was in two tasks."""
         write = WriteTask.for_table(metadata, (), clustered=False, sorted_by_order=False)
         task = DirectUpsertTask(frame, write, start.plan)
@@ -377,15 +419,22 @@ class BatchProcessor:
             self._write_path = "direct-upsert"
             return write_index_segments_here(out, start.plan)
         self._keys_span_tasks = True
-        log.info("%d keys had changes in two tasks (records of one key in two Kafka partitions, or a partition "
-                 "split over tasks): the batch is written again with an exchange by key, and so are later ones",
-                 repeated, extra={"table": self._table.identifier})
+        log.info(
+            "%d keys had changes in two tasks (records of one key in two Kafka partitions, or a partition "
+            "split over tasks): the batch is written again with an exchange by key, and so are later ones",
+            repeated,
+            extra={"table": self._table.identifier},
+        )
         paths = read_written(out).paths
         try:
             _delete_files(metadata, paths)
         except Exception as error:  # noqa: BLE001 - uncommitted files: orphans, not a reason to fail the batch
-            log.warning("could not delete the %d files of the discarded pass: %s (uncommitted: orphan removal "
-                        "takes them)", len(paths), error, extra={"table": self._table.identifier})
+            log.warning(
+                "could not delete the %d files of the discarded pass: %s (uncommitted: orphan removal takes them)",
+                len(paths),
+                error,
+                extra={"table": self._table.identifier},
+            )
         return None
 
     def _shuffled(self, source: KafkaRows, metadata: TableMetadata, fail: bool) -> Any:
@@ -393,8 +442,13 @@ class BatchProcessor:
 
         spec = metadata.spec()
         equality_ids = self._equality_ids(metadata)
-        frame_spec = FrameSpec(self._table.decode, json.dumps(spec.to_json()) if spec.fields else "",
-                               keys_determine_partition(spec, equality_ids), fail, self._table.identifier)
+        frame_spec = FrameSpec(
+            self._table.decode,
+            json.dumps(spec.to_json()) if spec.fields else "",
+            keys_determine_partition(spec, equality_ids),
+            fail,
+            self._table.identifier,
+        )
         schema = self._table.decode.table_schema()
         rows = source.map(partial(decode_frame, frame=frame_spec), frame_spark_schema(schema), self._headers)
         clustered = False
@@ -410,8 +464,9 @@ class BatchProcessor:
         keys = ([F.col(PKEY_COLUMN)] if spec.fields else []) + order
         if keys:
             rows = rows.sortWithinPartitions(*keys)  # Spark drops it when the window already sorted so
-        task = WriteTask.for_table(metadata, equality_ids, clustered=bool(spec.fields),
-                                   sorted_by_order=sortable and bool(order))
+        task = WriteTask.for_table(
+            metadata, equality_ids, clustered=bool(spec.fields), sorted_by_order=sortable and bool(order)
+        )
         return map_in_arrow(rows, partial(write_files, task=task), WRITTEN_DDL).toArrow()
 
     def _dead_letters(self, df: Any, stats: BatchStats) -> None:
@@ -420,14 +475,22 @@ class BatchProcessor:
 
         assert self._table.dead_letter_topic is not None  # the fail policy raised in the decode tasks
         target = DeadLetterTarget(self._table.dead_letter_topic, tuple(self._job.source.librdkafka_config().items()))
-        counts = self._kafka_rows(df).map(partial(decode_and_send, decode=self._table.decode, target=target),
-                                          SENT_DDL, headers=True)
+        counts = self._kafka_rows(df).map(
+            partial(decode_and_send, decode=self._table.decode, target=target), SENT_DDL, headers=True
+        )
         sent = counts.agg(F.sum("sent").alias("sent")).collect()[0]["sent"] or 0
         if sent != stats.bad_records:
             raise DeadLetterDeliveryError(f"{sent} dead letters acknowledged by Kafka, {stats.bad_records} expected")
 
-    def _finish(self, batch_id: int, stats: BatchStats, written: BatchFiles, metadata: TableMetadata,
-                started: float, index: Optional[BatchIndex] = None) -> BatchOutcome:
+    def _finish(
+        self,
+        batch_id: int,
+        stats: BatchStats,
+        written: BatchFiles,
+        metadata: TableMetadata,
+        started: float,
+        index: BatchIndex | None = None,
+    ) -> BatchOutcome:
         """Commit the batch's files and account for it."""
         ident = self._table.identifier
         commit_started = time.monotonic()
@@ -437,32 +500,78 @@ class BatchProcessor:
         if not result.committed:
             _delete_files(metadata, written.paths + _index_paths(index))  # a concurrent replica landed it first
             self._metrics.batch_skipped(ident, stats.records, duration)
-            return BatchOutcome(batch_id, "skipped", stats.records, stats.rows, 0, stats.bad_records,
-                                attempts=result.attempts, snapshot_id=result.snapshot.snapshot_id, duration_s=duration)
+            return BatchOutcome(
+                batch_id,
+                "skipped",
+                stats.records,
+                stats.rows,
+                0,
+                stats.bad_records,
+                attempts=result.attempts,
+                snapshot_id=result.snapshot.snapshot_id,
+                duration_s=duration,
+            )
         self._metrics.dead_lettered(ident, stats.dead_letters)
         if index is not None and result.index is not None:
-            self._metrics.index_committed(ident, entries=result.index.entries, size_bytes=result.index.size_bytes,
-                                          lookups=written.records_committed(), update_s=index.update_s,
-                                          rebuilt=index.start.rebuilt)
+            self._metrics.index_committed(
+                ident,
+                entries=result.index.entries,
+                size_bytes=result.index.size_bytes,
+                lookups=written.records_committed(),
+                update_s=index.update_s,
+                rebuilt=index.start.rebuilt,
+            )
         self._metrics.batch_committed(
-            ident, records=stats.records, committed_rows=written.records_committed(), attempts=result.attempts,
-            files=file_counts(written), duration_s=duration, commit_s=commit_s,
+            ident,
+            records=stats.records,
+            committed_rows=written.records_committed(),
+            attempts=result.attempts,
+            files=file_counts(written),
+            duration_s=duration,
+            commit_s=commit_s,
         )
         self._on_commit()
         if stats.skipped:
-            log.warning("batch %d skipped %s, as skip_records asked; the batch landed every other record",
-                        batch_id, format_refs(stats.skipped), extra={"table": ident, "batch_id": batch_id})
-        return BatchOutcome(batch_id, "committed", stats.records, stats.rows, written.records_committed(),
-                            stats.bad_records, len(written.data_files), len(written.delete_files), result.attempts,
-                            result.snapshot.snapshot_id, duration, self._write_path, format_refs(stats.skipped))
+            log.warning(
+                "batch %d skipped %s, as skip_records asked; the batch landed every other record",
+                batch_id,
+                format_refs(stats.skipped),
+                extra={"table": ident, "batch_id": batch_id},
+            )
+        return BatchOutcome(
+            batch_id,
+            "committed",
+            stats.records,
+            stats.rows,
+            written.records_committed(),
+            stats.bad_records,
+            len(written.data_files),
+            len(written.delete_files),
+            result.attempts,
+            result.snapshot.snapshot_id,
+            duration,
+            self._write_path,
+            format_refs(stats.skipped),
+        )
 
-    def _commit(self, batch_id: int, stats: BatchStats, written: BatchFiles,
-                metadata: TableMetadata, index: Optional[BatchIndex] = None) -> BatchCommitResult:
+    def _commit(
+        self,
+        batch_id: int,
+        stats: BatchStats,
+        written: BatchFiles,
+        metadata: TableMetadata,
+        index: BatchIndex | None = None,
+    ) -> BatchCommitResult:
         ident = self._table.identifier
         try:
             return commit_batch(
-                self._catalog, ident, self.writer_id, batch_id, stats.offsets,
-                written.data_files, written.delete_files,
+                self._catalog,
+                ident,
+                self.writer_id,
+                batch_id,
+                stats.offsets,
+                written.data_files,
+                written.delete_files,
                 fast_append=self._table.mode == "append",
                 snapshot_properties=_summary(stats),
                 index_update=None if index is None else index_update(index.start, index.changes, ident),
@@ -545,9 +654,9 @@ def sort_columns(metadata: TableMetadata) -> tuple[list[Any], bool]:
 MAX_INDEX_REDOS = 3
 DRIVER_INDEX_WRITE_MAX_CHANGES = 200_000
 """A position-strategy batch whose predecessor changed at most this many keys writes its index
-segments on the driver (a few MB of entries, one Spark stage fewer: measured 0.53-0.58x of an
-append's throughput against 0.46-0.51x, bench/upsert_index.py at 1 M rows); bigger batches
-(back-fills) write them in a stage of their own, spread over the executors."""
+segments on the driver (a few MB of entries, one Spark stage fewer, which is faster: see
+docs/performance.md); bigger batches (back-fills) write them in a stage of their own, spread
+over the executors."""
 INDEX_RACES = (MissingReferencedDataFiles, KeyIndexConflict, KeyIndexStale, DuplicateDeletionVectors, MissingFiles)
 """Commit failures after which a position-strategy batch is written again on the new snapshot: a
 compaction rewrote a file its deletes point at, or the key index moved in a way it cannot rebase on;
@@ -576,11 +685,11 @@ class BatchIndex:
         return self.start.paths + [c.segment.path for c in self.changes]
 
 
-def _index_paths(index: Optional[BatchIndex]) -> list[str]:
+def _index_paths(index: BatchIndex | None) -> list[str]:
     return [] if index is None else index.paths
 
 
-def _delete_files(metadata: TableMetadata, paths: list[str], error: Optional[BaseException] = None) -> None:
+def _delete_files(metadata: TableMetadata, paths: list[str], error: BaseException | None = None) -> None:
     """Delete a batch's uncommitted files; a failure to do so is noted on ``error`` or raised."""
     if not paths:
         return

@@ -29,10 +29,11 @@ key. Whether an upsert's key is complete is checked after mapping
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import IntEnum
-from typing import Any, Callable, Literal, NamedTuple, Optional, Sequence, Union
+from typing import Any, Literal, NamedTuple, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,7 +43,7 @@ from ingest.record_errors import ChangeError
 
 Mode = Literal["append", "upsert"]
 KeyFormat = Literal["json", "string"]
-OpValue = Union[str, int]
+OpValue: TypeAlias = str | int
 
 
 class ChangeKind(IntEnum):
@@ -73,7 +74,7 @@ class OpField:
         if len(set(seen)) != len(seen):
             raise ValueError(f"op field {self.name!r}: a value is listed for two operations: {seen}")
 
-    def op_of(self, value: OpValue) -> Optional[ChangeKind]:
+    def op_of(self, value: OpValue) -> ChangeKind | None:
         if value in self.deletes:
             return ChangeKind.DELETE
         if value in self.inserts or value in self.updates:
@@ -90,7 +91,7 @@ class ChangeSpec:
     """How records become changes: mode, op field, key fields and Kafka-key format."""
 
     mode: Mode = "append"
-    op_field: Optional[OpField] = None
+    op_field: OpField | None = None
     key_fields: tuple[str, ...] = ()
     key_format: KeyFormat = "json"
 
@@ -123,7 +124,7 @@ class Change(NamedTuple):
         return self.op is ChangeKind.DELETE
 
 
-def classify(value: Any, key: Optional[bytes], spec: ChangeSpec) -> Change:
+def classify(value: Any, key: bytes | None, spec: ChangeSpec) -> Change:
     """The change of a record with decoded ``value`` (None: tombstone) and raw Kafka ``key``."""
     if spec.mode == "append":
         if value is None:
@@ -146,7 +147,7 @@ def classify(value: Any, key: Optional[bytes], spec: ChangeSpec) -> Change:
     return Change(op, _delete_row(image, key, spec))
 
 
-Classifier = Callable[[Any, Optional[bytes]], Change]
+Classifier = Callable[[Any, bytes | None], Change]
 """``classify`` bound to one :class:`ChangeSpec`: ``(decoded value, raw Kafka key) -> Change``."""
 
 
@@ -168,7 +169,7 @@ def classifier(spec: ChangeSpec) -> Classifier:
         return lambda value, key: classify(value, key, spec)
     name, upserts = op_field.name, frozenset(op_field.inserts + op_field.updates)
 
-    def plain_upsert_first(value: Any, key: Optional[bytes]) -> Change:
+    def plain_upsert_first(value: Any, key: bytes | None) -> Change:
         if type(value) is dict:
             raw = value.get(name)
             if (type(raw) is str or type(raw) is int) and raw in upserts:
@@ -189,7 +190,7 @@ def _op(value: dict[str, Any], op_field: OpField) -> ChangeKind:
     return op
 
 
-def _image(value: dict[str, Any], op_field: OpField, op: ChangeKind) -> Optional[dict[str, Any]]:
+def _image(value: dict[str, Any], op_field: OpField, op: ChangeKind) -> dict[str, Any] | None:
     if not op_field.envelope:
         return value
     name = BEFORE if op is ChangeKind.DELETE else AFTER
@@ -199,7 +200,7 @@ def _image(value: dict[str, Any], op_field: OpField, op: ChangeKind) -> Optional
     return image
 
 
-def _delete_row(image: Optional[dict[str, Any]], key: Optional[bytes], spec: ChangeSpec) -> dict[str, Any]:
+def _delete_row(image: dict[str, Any] | None, key: bytes | None, spec: ChangeSpec) -> dict[str, Any]:
     """The key of a deleted row: from its image when complete, else from the Kafka key."""
     if image is not None:
         values = {path: lookup(image, path) for path in spec.key_fields}

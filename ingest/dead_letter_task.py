@@ -15,8 +15,8 @@ once.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
 
 import pyarrow as pa
 
@@ -38,13 +38,14 @@ class DeadLetterTarget:
     producer_config: tuple[tuple[str, str], ...] = field(repr=False)
 
 
-def decode_and_send(batches: Iterator[pa.RecordBatch], decode: DecodeSpec,
-                    target: DeadLetterTarget) -> Iterator[pa.RecordBatch]:
+def decode_and_send(
+    batches: Iterator[pa.RecordBatch], decode: DecodeSpec, target: DeadLetterTarget
+) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body over Kafka rows (headers included): decode, produce only the dead letters.
 
     Yields one row: the number of dead letters Kafka acknowledged.
     """
-    sink: Optional[DeadLetterSink] = None
+    sink: DeadLetterSink | None = None
     sent = 0
     for batch in batches:
         dead = decode_batch(batch, decode).dead_letters

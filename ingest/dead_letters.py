@@ -10,7 +10,8 @@ raises unless every record was acknowledged.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 import pyarrow as pa
 
@@ -163,7 +164,7 @@ class DeadLetterSink:
             )
         return len(rows)
 
-    def _produce(self, key: Optional[bytes], value: Optional[bytes], headers: list, callback: Any) -> None:
+    def _produce(self, key: bytes | None, value: bytes | None, headers: list, callback: Any) -> None:
         while True:
             try:
                 self._producer.produce(self._topic, value=value, key=key, headers=headers, on_delivery=callback)

@@ -12,14 +12,10 @@ schema registry, a batch without the Kafka columns) raise.
 and hashes; the decoders and Arrow schemas it implies are built once per
 executor process (an LRU cache keyed by the spec).
 
-Cost, measured on the development machine (2 shared cores) for a 7-column
-record with a nested struct and a list: about 8 microseconds per JSON record
-when ``json.loads`` parsed them (5 of the 8), and 11 per Avro record, of which
-fastavro takes 7; mapping onto the table is about 2 (column-wise, see
-``ingest.mapping``). orjson now parses JSON (``ingest.decoding.json_decoder``):
-the benchmark's 6-column, 250-byte record decodes in about 7 microseconds, of
-which the parse is under 2. The per-record Python left is the parse, the
-change classification and a dict lookup per field.
+The cost is per record: the parse (orjson for JSON, see
+``ingest.decoding.json_decoder``; fastavro for Avro), the change
+classification and a dict lookup per field. Mapping onto the table is
+column-wise (``ingest.mapping``). The figures are in docs/performance.md.
 """
 
 from __future__ import annotations
@@ -28,8 +24,9 @@ import contextlib
 import functools
 import gc
 import json
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -90,11 +87,11 @@ class DecodeSpec:
     ValueError here, on the driver, not later on an executor.
     """
 
-    schema: Union[str, Schema]  # stored as JSON text
+    schema: str | Schema  # stored as JSON text
     format: Format = field(default_factory=JsonFormat)
-    metadata_columns: Union[tuple[tuple[str, str], ...], Mapping[str, str]] = ()  # stored as a tuple
+    metadata_columns: tuple[tuple[str, str], ...] | Mapping[str, str] = ()  # stored as a tuple
     mode: Mode = "append"
-    op_field: Optional[OpField] = None
+    op_field: OpField | None = None
     key_fields: tuple[str, ...] = ()
     key_format: KeyFormat = "json"
     epoch_unit: EpochUnit = "ms"
@@ -112,6 +109,11 @@ class DecodeSpec:
         except RecordRefError as exc:
             raise ValueError(f"skip_records: {exc}") from None
         _plan(self)  # validates
+
+    @property
+    def metadata_pairs(self) -> tuple[tuple[str, str], ...]:
+        """``metadata_columns`` as ``__post_init__`` stores them: (column, Kafka field) pairs."""
+        return cast(tuple[tuple[str, str], ...], self.metadata_columns)
 
     def table_schema(self) -> Schema:
         return _plan(self).schema
@@ -150,21 +152,28 @@ class _Plan:
 @functools.lru_cache(maxsize=32)
 def _plan(spec: DecodeSpec) -> _Plan:
     try:
-        schema = schema_from_json(json.loads(spec.schema))  # type: ignore[arg-type]
+        schema = schema_from_json(json.loads(spec.schema))  # type: ignore[arg-type]  # __post_init__ stores the schema as JSON text
     except (ValueError, SchemaError) as exc:
         raise ValueError(f"the table schema is not valid Iceberg schema JSON: {exc}") from exc
     clashes = [f.name for f in schema.fields if f.name in {f.name for f in INTERNAL_FIELDS}]
     if clashes:
         raise ValueError(f"table columns {clashes} clash with Floe's internal columns")
-    for column, source in spec.metadata_columns:
+    for column, source in spec.metadata_pairs:
         check_kafka_source(source, column, schema)
     changes = ChangeSpec(spec.mode, spec.op_field, _key_fields(spec, schema), spec.key_format)
     for path in changes.key_fields:
         _check_key_field(schema, path)
     rows_schema = pa.schema(list(schema_to_arrow(schema)) + list(INTERNAL_FIELDS))
     decoder = decoder_for(spec.format, schema)
-    return _Plan(schema, rows_schema, decoder, changes, MappingOptions(spec.epoch_unit), spec.metadata_columns,
-                 classifier(changes))
+    return _Plan(
+        schema,
+        rows_schema,
+        decoder,
+        changes,
+        MappingOptions(spec.epoch_unit),
+        spec.metadata_pairs,
+        classifier(changes),
+    )
 
 
 def _check_key_field(schema: Schema, path: str) -> None:
@@ -223,7 +232,8 @@ def _decode_batch(batch: pa.RecordBatch, plan: _Plan) -> DecodedBatch:
     changes = _classify(decoded, keys, plan.classify, failures)
     columns = _metadata_columns(batch, plan, failures)
     alive = _positions_without(failures, batch.num_rows)
-    alive_changes: list[Change] = changes if len(alive) == len(changes) else [changes[i] for i in alive]  # type: ignore[misc]
+    # A failed record's change is None, and failed records are not alive.
+    alive_changes = cast(list[Change], changes if len(alive) == len(changes) else [changes[i] for i in alive])
     deletes = [change.op is ChangeKind.DELETE for change in alive_changes]
     mapped = map_rows(
         [change.row for change in alive_changes],
@@ -264,7 +274,7 @@ def _needs_keys(batch: pa.RecordBatch, plan: _Plan) -> bool:
     return plan.changes.mode == "upsert" and batch.schema.get_field_index(KEY) >= 0
 
 
-def _decode_values(decoder: Decoder, values: list[Optional[bytes]], failures: dict[int, RecordError]) -> list[Any]:
+def _decode_values(decoder: Decoder, values: list[bytes | None], failures: dict[int, RecordError]) -> list[Any]:
     decode = decoder.decode
     decoded: list[Any] = [None] * len(values)
     for i, payload in enumerate(values):
@@ -277,9 +287,9 @@ def _decode_values(decoder: Decoder, values: list[Optional[bytes]], failures: di
 
 
 def _classify(
-    decoded: list[Any], keys: list[Optional[bytes]], classify: Classifier, failures: dict[int, RecordError]
-) -> list[Optional[Change]]:
-    changes: list[Optional[Change]] = [None] * len(decoded)
+    decoded: list[Any], keys: list[bytes | None], classify: Classifier, failures: dict[int, RecordError]
+) -> list[Change | None]:
+    changes: list[Change | None] = [None] * len(decoded)
     for i, (value, key) in enumerate(zip(decoded, keys)):
         if i not in failures:
             try:
@@ -291,8 +301,8 @@ def _classify(
 
 def _metadata_columns(
     batch: pa.RecordBatch, plan: _Plan, failures: dict[int, RecordError]
-) -> dict[str, Union[pa.Array, list[Any]]]:
-    columns: dict[str, Union[pa.Array, list[Any]]] = {}
+) -> dict[str, pa.Array | list[Any]]:
+    columns: dict[str, pa.Array | list[Any]] = {}
     for column, source in plan.metadata:
         values, errors = kafka_column(batch, source, plan.schema.find_field(column))
         for i, error in errors.items():
@@ -301,7 +311,7 @@ def _metadata_columns(
     return columns
 
 
-def _take(values: Union[pa.Array, list[Any]], indices: Sequence[int]) -> Union[pa.Array, list[Any]]:
+def _take(values: pa.Array | list[Any], indices: Sequence[int]) -> pa.Array | list[Any]:
     if isinstance(values, pa.Array):
         return values.take(pa.array(indices, pa.int64()))
     return [values[i] for i in indices]
@@ -335,5 +345,8 @@ def _rows(
 
 def _op_codes(deletes: list[bool]) -> pa.Array:
     """The ``_floe_op`` column (``ChangeKind`` codes) from each row's delete flag, column-wise."""
-    return pc.if_else(pa.array(deletes, pa.bool_()), pa.scalar(int(ChangeKind.DELETE), pa.int8()),
-                      pa.scalar(int(ChangeKind.UPSERT), pa.int8()))
+    return pc.if_else(
+        pa.array(deletes, pa.bool_()),
+        pa.scalar(int(ChangeKind.DELETE), pa.int8()),
+        pa.scalar(int(ChangeKind.UPSERT), pa.int8()),
+    )

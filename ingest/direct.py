@@ -33,8 +33,8 @@ them, so the driver takes this path only for batches it knows to be small
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc

@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -138,34 +139,74 @@ class TaskStats:
         self._add(topic, rows.column(PARTITION_COLUMN), rows.column(OFFSET_COLUMN), None, micros)
 
     def add_dead_letters(self, topic: str, dead: pa.RecordBatch) -> None:
-        self._add(topic, dead.column("source_partition"), dead.column("source_offset"), dead.column("error_class"), None)
+        self._add(
+            topic, dead.column("source_partition"), dead.column("source_offset"), dead.column("error_class"), None
+        )
 
     def add_skipped(self, refs: tuple[RecordRef, ...]) -> None:
         self.skipped.extend(refs)
 
-    def _add(self, topic: str, partitions: pa.Array, offsets: pa.Array, classes: Optional[pa.Array],
-             micros: Optional[pa.Array]) -> None:
+    def _add(
+        self,
+        topic: str,
+        partitions: pa.Array,
+        offsets: pa.Array,
+        classes: pa.Array | None,
+        micros: pa.Array | None,
+    ) -> None:
         if len(offsets) == 0:
             return
         n = len(offsets)
-        table = pa.table({"p": partitions, "o": offsets,
-                          "c": classes if classes is not None else pa.nulls(n, pa.string()),
-                          "t": micros if micros is not None else pa.nulls(n, pa.int64())})
+        table = pa.table(
+            {
+                "p": partitions,
+                "o": offsets,
+                "c": classes if classes is not None else pa.nulls(n, pa.string()),
+                "t": micros if micros is not None else pa.nulls(n, pa.int64()),
+            }
+        )
         grouped = table.group_by(["p", "c"]).aggregate([("o", "min"), ("o", "max"), ("o", "count"), ("t", "max")])
         for row in grouped.to_pylist():
             key = (topic, row["p"], row["c"])
             values = [row["o_min"], row["o_max"], row["o_count"], row["t_max"]]
             found = self.groups.get(key)
-            self.groups[key] = values if found is None else [
-                min(found[0], values[0]), max(found[1], values[1]), found[2] + values[2], _max(found[3], values[3])
-            ]
+            self.groups[key] = (
+                values
+                if found is None
+                else [
+                    min(found[0], values[0]),
+                    max(found[1], values[1]),
+                    found[2] + values[2],
+                    _max(found[3], values[3]),
+                ]
+            )
 
     def payload(self) -> bytes:
         """The aggregate as JSON, tagged with a fresh id so that no two stats rows are equal."""
-        rows = [dict(topic=t, partition=p, error_class=c, first_offset=v[0], last_offset=v[1], records=v[2], max_ts=v[3])
-                for (t, p, c), v in self.groups.items()]
-        rows += [dict(topic=t, partition=p, error_class=SKIPPED, first_offset=o, last_offset=o, records=1, max_ts=None)
-                 for t, p, o in self.skipped]  # one row each: the commit lists them
+        rows = [
+            {
+                "topic": t,
+                "partition": p,
+                "error_class": c,
+                "first_offset": v[0],
+                "last_offset": v[1],
+                "records": v[2],
+                "max_ts": v[3],
+            }
+            for (t, p, c), v in self.groups.items()
+        ]
+        rows += [
+            {
+                "topic": t,
+                "partition": p,
+                "error_class": SKIPPED,
+                "first_offset": o,
+                "last_offset": o,
+                "records": 1,
+                "max_ts": None,
+            }
+            for t, p, o in self.skipped
+        ]  # one row each: the commit lists them
         return json.dumps({"id": uuid.uuid4().hex, "rows": rows}).encode()
 
 
@@ -226,14 +267,17 @@ def decode_frame(batches: Iterator[pa.RecordBatch], frame: FrameSpec) -> Iterato
     spec = frame.spec()
     target = frame_arrow_schema(schema)
     stats = TaskStats()
-    for topic, decoded in decoded_batches(batches, frame.decode, stats, frame.table if frame.fail_on_bad_records else None):
+    for topic, decoded in decoded_batches(
+        batches, frame.decode, stats, frame.table if frame.fail_on_bad_records else None
+    ):
         if decoded.num_rows:
             yield _rows_frame(decoded, topic, schema, spec, frame, target)
     yield _stats_frame(stats.payload(), target)
 
 
-def decoded_batches(batches: Iterator[pa.RecordBatch], decode: DecodeSpec, stats: TaskStats,
-                    fail_table: Optional[str]) -> Iterator[tuple[str, pa.RecordBatch]]:
+def decoded_batches(
+    batches: Iterator[pa.RecordBatch], decode: DecodeSpec, stats: TaskStats, fail_table: str | None
+) -> Iterator[tuple[str, pa.RecordBatch]]:
     """Decoded rows per topic, their stats counted; bad records counted, or raised when ``fail_table``."""
     for batch in batches:
         for topic, part in by_topic(batch):

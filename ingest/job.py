@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Mapping, Optional, Union, cast
+from typing import Any, Literal, TypeAlias, cast
 
 from ingest.changes import OpField
 from ingest.decode_batch import DecodeSpec
@@ -32,13 +33,22 @@ from table.transforms import parse_transform
 
 BadRecordPolicy = Literal["dead-letter", "fail"]
 Pairs = tuple[tuple[str, str], ...]
-StartingOffsets = Union[str, tuple[tuple[str, tuple[tuple[int, int], ...]], ...]]
+StartingOffsets: TypeAlias = str | tuple[tuple[str, tuple[tuple[int, int], ...]], ...]
 
 _DURATION = re.compile(r"^\d+(\.\d+)?\s*(ms|s|m|min|h|d)$")
 SOURCE_READERS = ("spark", "python")
 """``spark``: Spark's Kafka source; ``python``: Floe's (:mod:`ingest.kafka_source`), records never enter the JVM."""
-_RESERVED_KAFKA = frozenset({"bootstrap.servers", "group.id", "auto.offset.reset", "enable.auto.commit",
-                             "key.deserializer", "value.deserializer", "interceptor.classes"})
+_RESERVED_KAFKA = frozenset(
+    {
+        "bootstrap.servers",
+        "group.id",
+        "auto.offset.reset",
+        "enable.auto.commit",
+        "key.deserializer",
+        "value.deserializer",
+        "interceptor.classes",
+    }
+)
 
 
 class JobSpecError(ValueError):
@@ -50,12 +60,12 @@ class JobSpecError(ValueError):
         super().__init__(f"{field_name}: {reason}")
 
 
-def as_dict(pairs: Union[Mapping[str, str], Pairs]) -> dict[str, str]:
+def as_dict(pairs: Mapping[str, str] | Pairs) -> dict[str, str]:
     """A spec's settings (stored as sorted pairs) as a dict."""
     return dict(pairs.items()) if isinstance(pairs, Mapping) else dict(pairs)
 
 
-def _pairs(value: Union[Mapping[str, Any], Pairs, None]) -> Pairs:
+def _pairs(value: Mapping[str, Any] | Pairs | None) -> Pairs:
     """A mapping as sorted (key, str(value)) pairs: hashable and stable."""
     items = (value or {}).items() if isinstance(value, Mapping) or value is None else value
     return tuple(sorted((str(k), str(v)) for k, v in items))
@@ -80,15 +90,15 @@ class SourceSpec:
 
     bootstrap_servers: str
     topics: tuple[str, ...] = ()
-    topic_pattern: Optional[str] = None
-    starting_offsets: Union[str, Mapping[str, Mapping[int, int]], StartingOffsets] = "earliest"
-    max_offsets_per_trigger: Optional[int] = None
-    min_offsets_per_trigger: Optional[int] = None
-    max_trigger_delay: Optional[str] = None
+    topic_pattern: str | None = None
+    starting_offsets: str | Mapping[str, Mapping[int, int]] | StartingOffsets = "earliest"
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay: str | None = None
     fail_on_data_loss: bool = True
-    max_tasks_per_batch: Optional[int] = None
-    kafka_properties: Union[Mapping[str, str], Pairs] = ()
-    client_properties: Union[Mapping[str, str], Pairs] = ()
+    max_tasks_per_batch: int | None = None
+    kafka_properties: Mapping[str, str] | Pairs = ()
+    client_properties: Mapping[str, str] | Pairs = ()
     reader: str = "spark"
 
     def __post_init__(self) -> None:
@@ -116,7 +126,9 @@ class SourceSpec:
         if low is not None and high is not None and low > high:
             raise JobSpecError("source.min_offsets_per_trigger", f"exceeds max_offsets_per_trigger ({high})")
         if self.max_trigger_delay is not None and not _DURATION.match(self.max_trigger_delay):
-            raise JobSpecError("source.max_trigger_delay", f"expected a duration like '15m', got {self.max_trigger_delay!r}")
+            raise JobSpecError(
+                "source.max_trigger_delay", f"expected a duration like '15m', got {self.max_trigger_delay!r}"
+            )
         if self.reader not in SOURCE_READERS:
             raise JobSpecError("source.reader", f"expected one of {', '.join(SOURCE_READERS)}, got {self.reader!r}")
         if self.max_tasks_per_batch is not None and self.reader != "python":
@@ -181,7 +193,7 @@ class SourceSpec:
         value = self.starting_offsets_json()
         return value if isinstance(value, str) else json.dumps(value)
 
-    def starting_offsets_json(self) -> Union[str, dict[str, dict[str, int]]]:
+    def starting_offsets_json(self) -> str | dict[str, dict[str, int]]:
         """``earliest``, ``latest`` or topic -> partition (text) -> offset."""
         if isinstance(self.starting_offsets, str):
             return self.starting_offsets
@@ -217,7 +229,7 @@ class SortTerm:
     column: str
     transform: str = "identity"
     direction: Literal["asc", "desc"] = "asc"
-    null_order: Optional[Literal["nulls-first", "nulls-last"]] = None
+    null_order: Literal["nulls-first", "nulls-last"] | None = None
 
 
 @dataclass(frozen=True)
@@ -236,10 +248,10 @@ class TableSpec:
     decode: DecodeSpec
     partition: tuple[tuple[str, str], ...] = ()
     sort_order: tuple[SortTerm, ...] = ()
-    properties: Union[Mapping[str, str], Pairs] = ()
-    location: Optional[str] = None
+    properties: Mapping[str, str] | Pairs = ()
+    location: str | None = None
     bad_records: BadRecordPolicy = "fail"
-    dead_letter_topic: Optional[str] = None
+    dead_letter_topic: str | None = None
     format_version: int = 2  # of a table Floe creates; an existing table must be at least this
 
     def __post_init__(self) -> None:
@@ -256,8 +268,9 @@ class TableSpec:
             raise JobSpecError("table.dead_letter_topic", "set it exactly when bad_records is 'dead-letter'")
         version = dict(self.properties).get("format-version")
         if version is not None and version != str(self.format_version):
-            raise JobSpecError("table.properties['format-version']",
-                               f"{version!r} conflicts with format_version {self.format_version}")
+            raise JobSpecError(
+                "table.properties['format-version']", f"{version!r} conflicts with format_version {self.format_version}"
+            )
         try:
             self.partition_spec()
             self.iceberg_sort_order()
@@ -271,10 +284,10 @@ class TableSpec:
     def schema(self) -> Schema:
         return self.decode.table_schema()
 
-    def partition_spec(self, schema: Optional[Schema] = None) -> PartitionSpec:
+    def partition_spec(self, schema: Schema | None = None) -> PartitionSpec:
         return build_partition_spec(schema or self.schema(), list(self.partition))
 
-    def iceberg_sort_order(self, schema: Optional[Schema] = None) -> SortOrder:
+    def iceberg_sort_order(self, schema: Schema | None = None) -> SortOrder:
         schema = schema or self.schema()
         if not self.sort_order:
             return UNSORTED_SORT_ORDER
@@ -327,11 +340,11 @@ class CatalogSpec:
     warehouse: str
     name: str = "floe"
     headers: Pairs = field(default=(), repr=False)
-    prefix: Optional[str] = None
-    credential: Optional[str] = field(default=None, repr=False)
-    oauth2_server_uri: Optional[str] = None
+    prefix: str | None = None
+    credential: str | None = field(default=None, repr=False)
+    oauth2_server_uri: str | None = None
     scope: str = "catalog"
-    access_delegation: Optional[str] = None
+    access_delegation: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "headers", _pairs(self.headers))
@@ -341,8 +354,9 @@ class CatalogSpec:
         from commit.catalogs import open_catalog
         from commit.rest.options import RestOptions
 
-        rest = RestOptions(dict(self.headers), self.prefix, self.credential, self.oauth2_server_uri, self.scope,
-                           self.access_delegation)
+        rest = RestOptions(
+            dict(self.headers), self.prefix, self.credential, self.oauth2_server_uri, self.scope, self.access_delegation
+        )
         return open_catalog(self.uri, self.warehouse, self.name, create=create, rest=rest)
 
 
@@ -361,8 +375,8 @@ class IngestJob:
     catalog: CatalogSpec
     checkpoint_location: str
     trigger: TriggerSpec = field(default_factory=TriggerSpec)
-    query_name: Optional[str] = None
-    spark_conf: Union[Mapping[str, str], Pairs] = ()
+    query_name: str | None = None
+    spark_conf: Mapping[str, str] | Pairs = ()
     lag_interval_seconds: float = 30.0
     grace_seconds: float = 300.0
 
@@ -375,8 +389,10 @@ class IngestJob:
             raise JobSpecError("table.dead_letter_topic", f"{dlq!r} is also a source topic")
         for ref in self.table.decode.skip_records:
             if not self.source.reads_topic(ref.topic):
-                raise JobSpecError("table.decode.skip_records", f"{str(ref)!r} names topic {ref.topic!r}, "
-                                   "which the source does not read")
+                raise JobSpecError(
+                    "table.decode.skip_records",
+                    f"{str(ref)!r} names topic {ref.topic!r}, which the source does not read",
+                )
 
     @property
     def name(self) -> str:
@@ -436,7 +452,7 @@ def job_from_json(obj: Mapping[str, Any]) -> IngestJob:
         partition = tuple(tuple(p) for p in table.pop("partition", ()))
         return IngestJob(
             source=SourceSpec(**obj["source"]),
-            table=TableSpec(decode=decode, sort_order=sort_order, partition=partition, **table),  # type: ignore[arg-type]
+            table=TableSpec(decode=decode, sort_order=sort_order, partition=partition, **table),
             catalog=CatalogSpec(**obj["catalog"]),
             checkpoint_location=obj["checkpoint_location"],
             trigger=TriggerSpec(**obj.get("trigger", {})),
@@ -454,13 +470,18 @@ def job_from_json(obj: Mapping[str, Any]) -> IngestJob:
 def decode_spec_to_json(spec: DecodeSpec) -> dict[str, Any]:
     op = spec.op_field
     return {
-        "schema": json.loads(spec.schema),  # type: ignore[arg-type]
+        "schema": json.loads(spec.schema),  # type: ignore[arg-type]  # __post_init__ stores the schema as JSON text
         "format": _format_to_json(spec.format),
-        "metadata_columns": as_dict(spec.metadata_columns),  # type: ignore[arg-type]
+        "metadata_columns": as_dict(spec.metadata_columns),
         "mode": spec.mode,
-        "op_field": None if op is None else {
-            "name": op.name, "inserts": list(op.inserts), "updates": list(op.updates),
-            "deletes": list(op.deletes), "envelope": op.envelope,
+        "op_field": None
+        if op is None
+        else {
+            "name": op.name,
+            "inserts": list(op.inserts),
+            "updates": list(op.updates),
+            "deletes": list(op.deletes),
+            "envelope": op.envelope,
         },
         "key_fields": list(spec.key_fields),
         "key_format": spec.key_format,

@@ -13,7 +13,7 @@ and the record goes to the dead letters like any other bad value.
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -58,7 +58,7 @@ def is_kafka_source(source: str) -> bool:
     return named or source == KEY or source in _TYPED_SOURCES
 
 
-def kafka_source_problem(source: str, column: str, schema: Schema) -> Optional[str]:
+def kafka_source_problem(source: str, column: str, schema: Schema) -> str | None:
     """Why Kafka metadata ``source`` cannot fill top-level ``column``, or None when it can.
 
     The one statement of the rules: the job check (:func:`check_kafka_source`)
@@ -92,9 +92,7 @@ def check_kafka_source(source: str, column: str, schema: Schema) -> None:
         raise ValueError(problem)
 
 
-def kafka_column(
-    kafka: pa.RecordBatch, source: str, field: NestedField
-) -> tuple[ColumnValues, dict[int, FieldError]]:
+def kafka_column(kafka: pa.RecordBatch, source: str, field: NestedField) -> tuple[ColumnValues, dict[int, FieldError]]:
     """Values of Kafka metadata ``source`` for ``field``, one per record, and per-record errors.
 
     Typed metadata (topic, partition, offset, timestamp) stays Arrow. Keys and
@@ -105,15 +103,15 @@ def kafka_column(
         column = kafka.column(source)
         return (utc_micros(column) if source == "timestamp" else column), {}
     if source.startswith(KEY_FIELD_PREFIX):
-        return _key_field(kafka.column(KEY).to_pylist(), source[len(KEY_FIELD_PREFIX):], field.name)
-    raw = kafka.column(KEY).to_pylist() if source == KEY else header_values(kafka, source[len(HEADER_PREFIX):])
-    what = "Kafka key" if source == KEY else f"header {source[len(HEADER_PREFIX):]!r}"
+        return _key_field(kafka.column(KEY).to_pylist(), source[len(KEY_FIELD_PREFIX) :], field.name)
+    raw = kafka.column(KEY).to_pylist() if source == KEY else header_values(kafka, source[len(HEADER_PREFIX) :])
+    what = "Kafka key" if source == KEY else f"header {source[len(HEADER_PREFIX) :]!r}"
     return _interpret_bytes(raw, field, what)
 
 
-def header_values(kafka: pa.RecordBatch, name: str) -> list[Optional[bytes]]:
+def header_values(kafka: pa.RecordBatch, name: str) -> list[bytes | None]:
     """The value of the last header called ``name`` of each record (None: absent)."""
-    values: list[Optional[bytes]] = [None] * kafka.num_rows
+    values: list[bytes | None] = [None] * kafka.num_rows
     if kafka.schema.get_field_index("headers") < 0:
         return values
     headers = kafka.column("headers")
@@ -128,9 +126,7 @@ def header_values(kafka: pa.RecordBatch, name: str) -> list[Optional[bytes]]:
     return values
 
 
-def _interpret_bytes(
-    raw: list[Optional[bytes]], field: NestedField, what: str
-) -> tuple[list[Any], dict[int, FieldError]]:
+def _interpret_bytes(raw: list[bytes | None], field: NestedField, what: str) -> tuple[list[Any], dict[int, FieldError]]:
     if isinstance(field.field_type, (BinaryType, FixedType)):
         return raw, {}
     errors: dict[int, FieldError] = {}
@@ -149,7 +145,7 @@ def _interpret_bytes(
     return values, errors
 
 
-def _key_field(keys: list[Optional[bytes]], path: str, column: str) -> tuple[list[Any], dict[int, FieldError]]:
+def _key_field(keys: list[bytes | None], path: str, column: str) -> tuple[list[Any], dict[int, FieldError]]:
     """Field ``path`` of each key, read as deletes read keys (:func:`~ingest.changes.parse_json_key`)."""
     errors: dict[int, FieldError] = {}
     values: list[Any] = [None] * len(keys)

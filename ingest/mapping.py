@@ -46,10 +46,11 @@ import json
 import math
 import re
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Any, Callable, Literal, Mapping, Optional, Sequence, Union
+from typing import Any, Literal, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -146,7 +147,7 @@ Converter = Callable[[Any], Any]
 
 _FLOAT32_MAX = 3.4028234663852886e38
 _EPOCH_NAIVE = datetime(1970, 1, 1)
-_EPOCH_UTC = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH_UTC = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MICRO = timedelta(microseconds=1)
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _EPOCH_SCALE = {"s": (1_000_000, 1), "ms": (1_000, 1), "us": (1, 1), "ns": (1, 1_000)}
@@ -160,9 +161,7 @@ _DECIMAL_CONTEXT = decimal.Context(prec=2 * DecimalType.MAX_PRECISION)
 _UUID_TEXT = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _ISO_TIME = r"(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?"
 _TIME_TEXT = re.compile(_ISO_TIME)
-_TIMESTAMP_TEXT = re.compile(
-    r"([+-]?\d{4,}-\d{2}-\d{2})(?:[T ]" + _ISO_TIME + r"(Z|[+-]\d{2}(?::?\d{2})?)?)?"
-)
+_TIMESTAMP_TEXT = re.compile(r"([+-]?\d{4,}-\d{2}-\d{2})(?:[T ]" + _ISO_TIME + r"(Z|[+-]\d{2}(?::?\d{2})?)?)?")
 
 
 def _mismatch(t: IcebergType, value: Any) -> _Reject:
@@ -208,7 +207,7 @@ def _floating(t: PrimitiveType, _options: MappingOptions) -> Converter:
     return convert
 
 
-def _to_float(t: IcebergType, value: Union[int, Decimal]) -> float:
+def _to_float(t: IcebergType, value: int | Decimal) -> float:
     """The nearest float; ints and decimals too large for a double are refused, not made infinite."""
     if isinstance(value, Decimal) and not value.is_finite():
         return math.nan if value.is_nan() else float(value)
@@ -228,9 +227,7 @@ def _decimal(t: DecimalType, _options: MappingOptions) -> Converter:
     def convert(value: Any) -> Decimal:
         if isinstance(value, Decimal):
             exact = value
-        elif type(value) is int:
-            exact = Decimal(value)
-        elif type(value) is str and _DECIMAL_TEXT.fullmatch(value):
+        elif type(value) is int or (type(value) is str and _DECIMAL_TEXT.fullmatch(value)):
             exact = Decimal(value)
         elif type(value) is float:
             exact = Decimal(repr(value))  # the shortest text that reads back as this float
@@ -302,7 +299,7 @@ def _time(t: TimeType, options: MappingOptions) -> Converter:
     return convert
 
 
-def _time_of_day(t: IcebergType, text: str, hour: str, minute: str, second: Optional[str], fraction: Optional[str]) -> int:
+def _time_of_day(t: IcebergType, text: str, hour: str, minute: str, second: str | None, fraction: str | None) -> int:
     h, m, s = int(hour), int(minute), int(second or 0)
     if h > 23 or m > 59 or s > 59:
         raise _mismatch(t, text)
@@ -354,7 +351,7 @@ def _timestamp_text(t: IcebergType, zoned: bool, text: str) -> int:
     return micros - (offset_micros or 0)
 
 
-def _offset_micros(t: IcebergType, text: str, offset: Optional[str]) -> Optional[int]:
+def _offset_micros(t: IcebergType, text: str, offset: str | None) -> int | None:
     if offset is None:
         return None
     if offset == "Z":
@@ -447,18 +444,18 @@ def value_converter(t: PrimitiveType, options: MappingOptions = MappingOptions()
 # The Arrow fast path for whole primitive columns
 # ---------------------------------------------------------------------------
 
-_FastPath = Callable[[pa.Array, PrimitiveType, pa.DataType, MappingOptions], Optional[pa.Array]]
+_FastPath = Callable[[pa.Array, PrimitiveType, pa.DataType, MappingOptions], pa.Array | None]
 
 
 def _fast_identity(check: Callable[[pa.DataType], bool]) -> _FastPath:
     return lambda a, _t, target, _o: a if check(a.type) else None
 
 
-def _fast_integer(a: pa.Array, _t: PrimitiveType, target: pa.DataType, _o: MappingOptions) -> Optional[pa.Array]:
+def _fast_integer(a: pa.Array, _t: PrimitiveType, target: pa.DataType, _o: MappingOptions) -> pa.Array | None:
     return pc.cast(a, target) if pa.types.is_int64(a.type) else None
 
 
-def _fast_floating(a: pa.Array, _t: PrimitiveType, target: pa.DataType, _o: MappingOptions) -> Optional[pa.Array]:
+def _fast_floating(a: pa.Array, _t: PrimitiveType, target: pa.DataType, _o: MappingOptions) -> pa.Array | None:
     if not (pa.types.is_float64(a.type) or pa.types.is_int64(a.type)):
         return None
     result = pc.cast(a, target)  # checked for ints; float64 -> float32 may overflow to inf
@@ -471,7 +468,7 @@ _PLAIN_DECIMAL = r"^[+-]?(\d+(\.\d*)?|\.\d+)$"
 _PLAIN_DECIMAL_CHARS = 38  # so at most 38 digits: Arrow's parser is exact only within 128 bits
 
 
-def _fast_decimal(a: pa.Array, _t: PrimitiveType, target: pa.DataType, _o: MappingOptions) -> Optional[pa.Array]:
+def _fast_decimal(a: pa.Array, _t: PrimitiveType, target: pa.DataType, _o: MappingOptions) -> pa.Array | None:
     if pa.types.is_int64(a.type):
         a = pc.cast(a, pa.decimal128(19, 0))
     elif pa.types.is_string(a.type) and not _plain_decimals(a):
@@ -487,7 +484,7 @@ def _plain_decimals(a: pa.Array) -> bool:
     return pc.all(plain).as_py() is not False
 
 
-def _fast_date(a: pa.Array, _t: PrimitiveType, target: pa.DataType, _o: MappingOptions) -> Optional[pa.Array]:
+def _fast_date(a: pa.Array, _t: PrimitiveType, target: pa.DataType, _o: MappingOptions) -> pa.Array | None:
     if pa.types.is_string(a.type):
         return pc.cast(a, target)
     if pa.types.is_int64(a.type):
@@ -495,7 +492,7 @@ def _fast_date(a: pa.Array, _t: PrimitiveType, target: pa.DataType, _o: MappingO
     return None
 
 
-def _fast_timestamp(a: pa.Array, _t: PrimitiveType, target: pa.DataType, o: MappingOptions) -> Optional[pa.Array]:
+def _fast_timestamp(a: pa.Array, _t: PrimitiveType, target: pa.DataType, o: MappingOptions) -> pa.Array | None:
     if pa.types.is_string(a.type):
         return pc.cast(a, target)  # ISO-8601; refuses a missing or unexpected zone offset
     if not pa.types.is_int64(a.type):
@@ -510,7 +507,7 @@ def _fast_timestamp(a: pa.Array, _t: PrimitiveType, target: pa.DataType, o: Mapp
     return pc.cast(a, target)
 
 
-def _fast_bytes(a: pa.Array, _t: PrimitiveType, target: pa.DataType, _o: MappingOptions) -> Optional[pa.Array]:
+def _fast_bytes(a: pa.Array, _t: PrimitiveType, target: pa.DataType, _o: MappingOptions) -> pa.Array | None:
     return pc.cast(a, target) if pa.types.is_binary(a.type) else None  # fixed: refuses a wrong length
 
 
@@ -534,7 +531,7 @@ The Python types are checked exactly first, because Arrow's inference is
 lenient in places (``[1.5, True]`` infers double, ``["a", b"b"]`` binary)."""
 
 
-def fast_column(values: Sequence[Any], t: PrimitiveType, options: MappingOptions = MappingOptions()) -> Optional[pa.Array]:
+def fast_column(values: Sequence[Any], t: PrimitiveType, options: MappingOptions = MappingOptions()) -> pa.Array | None:
     """The column as Arrow when Arrow alone can convert every value; None otherwise."""
     entry = _FAST_PATHS.get(type(t))
     if entry is None:
@@ -561,14 +558,14 @@ def fast_column(values: Sequence[Any], t: PrimitiveType, options: MappingOptions
 # Columns: recursive conversion with per-record errors
 # ---------------------------------------------------------------------------
 
-Rows = Optional[Sequence[int]]
+Rows: TypeAlias = Sequence[int] | None
 """For each value of a column, the index of the record it belongs to; None: value i is record i."""
 
 
 class _Context:
     """State of one :func:`map_rows` call: the options, errors so far, partial records."""
 
-    def __init__(self, options: MappingOptions, partial: Optional[Sequence[bool]]) -> None:
+    def __init__(self, options: MappingOptions, partial: Sequence[bool] | None) -> None:
         self.options = options
         self.partial = partial
         self.errors: dict[int, FieldError] = {}
@@ -641,7 +638,7 @@ def _only(values: list[Any], kind: Any, rows: Rows, path: str, ctx: _Context, me
 
 
 def _convert_fields(
-    dicts: list[Optional[dict]],
+    dicts: list[dict | None],
     rows: Rows,
     fields: Sequence[NestedField],
     prefix: str,
@@ -662,7 +659,7 @@ def _convert_fields(
             if supplied is not None:
                 values = list(supplied)
             elif all_present:
-                values = [d.get(name) for d in dicts]  # type: ignore[union-attr]
+                values = [d.get(name) for d in dicts]  # type: ignore[union-attr]  # all_present: every row is a dict
             else:
                 values = [None if d is None else d.get(name) for d in dicts]
             array = _convert(values, rows, field.field_type, path, ctx)
@@ -675,7 +672,7 @@ def _convert_fields(
 
 
 def _check_required(
-    dicts: list[Optional[dict]],
+    dicts: list[dict | None],
     values: list[Any],
     rows: Rows,
     field: NestedField,
@@ -701,7 +698,7 @@ def _convert_list(values: list[Any], rows: Rows, t: ListType, path: str, ctx: _C
     return pa.ListArray.from_arrays(offsets, elements, type=type_to_arrow(t), mask=_null_mask(lists))
 
 
-def _flatten(lists: list[Optional[Sequence[Any]]], rows: Rows) -> tuple[pa.Array, list[Any], list[int]]:
+def _flatten(lists: Sequence[Sequence[Any] | None], rows: Rows) -> tuple[pa.Array, list[Any], list[int]]:
     """Offsets, concatenated items and each item's record of a column of lists."""
     offsets = [0]
     flat: list[Any] = []
@@ -721,7 +718,7 @@ def _check_entries(values: list[Any], rows: list[int], path: str, reason: str, c
 
 
 def _convert_map(values: list[Any], rows: Rows, t: MapType, path: str, ctx: _Context) -> pa.Array:
-    pairs: list[Optional[list[tuple[Any, Any]]]] = []
+    pairs: list[list[tuple[Any, Any]] | None] = []
     for i, value in enumerate(values):
         entries = _map_entries(value)
         if entries is None and value is not None:
@@ -740,7 +737,7 @@ def _convert_map(values: list[Any], rows: Rows, t: MapType, path: str, ctx: _Con
     return pa.MapArray.from_arrays(offsets, keys, items, type=type_to_arrow(t), mask=_null_mask(pairs))
 
 
-def _map_entries(value: Any) -> Optional[list[tuple[Any, Any]]]:
+def _map_entries(value: Any) -> list[tuple[Any, Any]] | None:
     """A map value as (key, value) pairs; None when it is null or not a map."""
     if isinstance(value, dict):
         return list(value.items())
@@ -764,7 +761,7 @@ def _drop_null_keys(offsets: pa.Array, keys: pa.Array, items: pa.Array) -> tuple
     return pa.array(new_offsets, pa.int32()), keys.filter(valid), items.filter(valid)
 
 
-def _null_mask(values: list[Any]) -> Optional[pa.Array]:
+def _null_mask(values: list[Any]) -> pa.Array | None:
     if None not in values:
         return None
     return pa.array([v is None for v in values], pa.bool_())
@@ -774,7 +771,7 @@ def _null_mask(values: list[Any]) -> Optional[pa.Array]:
 # Rows
 # ---------------------------------------------------------------------------
 
-ColumnValues = Union[pa.Array, list[Any]]
+ColumnValues: TypeAlias = pa.Array | list[Any]
 """Values of a top-level column supplied from outside the record value: an Arrow
 array is cast (for Kafka's typed metadata), a list is converted like values."""
 
@@ -798,8 +795,8 @@ def map_rows(
     schema: Schema,
     options: MappingOptions = MappingOptions(),
     *,
-    partial: Optional[Sequence[bool]] = None,
-    columns: Optional[Mapping[str, ColumnValues]] = None,
+    partial: Sequence[bool] | None = None,
+    columns: Mapping[str, ColumnValues] | None = None,
 ) -> MappedRows:
     """Convert decoded records (one dict each) into rows of ``schema``.
 

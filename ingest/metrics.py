@@ -28,13 +28,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
 from commit.catalog import Catalog
 from commit.exactly_once import committed_offsets
 from ingest.job import IngestJob
+from ingest.kafka_source.offsets import Marks
 from ingest.kafka_source.outage import Outage, in_words, kafka_error
 from ingest.kafka_source.watermarks import TopicWatermarks
 from ingest.planning import PerPartition, committed_timestamps, consumer_lag
@@ -54,35 +56,99 @@ COMMIT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 class IngestMetrics:
     """Every ingest metric, labelled by table."""
 
-    def __init__(self, registry: Optional[CollectorRegistry] = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
         r = REGISTRY if registry is None else registry
         t = ["table"]
-        self.records_read = Counter("floe_ingest_records_read_total", "Kafka records read by committed or skipped batches", t, registry=r)
-        self.records_committed = Counter("floe_ingest_records_committed_total", "Table rows (data rows plus deleted keys) committed", t, registry=r)
-        self.bad_records = Counter("floe_ingest_bad_records_total", "Records sent to the dead-letter topic, by error class", t + ["reason"], registry=r)
-        self.batches = Counter("floe_ingest_batches_total", "Micro-batches by result", t + ["result"], registry=r)
-        self.commit_retries = Counter("floe_ingest_commit_retries_total", "Commit attempts beyond the first", t, registry=r)
-        self.commit_conflicts = Counter("floe_ingest_commit_conflicts_total", "Compare-and-swap races lost", t, registry=r)
-        self.files_written = Counter("floe_ingest_files_written_total", "Files written", t + ["content"], registry=r)
-        self.bytes_written = Counter("floe_ingest_bytes_written_total", "Bytes of files written", t + ["content"], registry=r)
-        self.batch_duration = Histogram("floe_ingest_batch_duration_seconds", "Whole micro-batch, decode to commit", t, buckets=BATCH_BUCKETS, registry=r)
-        self.commit_latency = Histogram("floe_ingest_commit_latency_seconds", "The commit step alone", t, buckets=COMMIT_BUCKETS, registry=r)
-        self.consumer_lag = Gauge("floe_ingest_consumer_lag_records", "Latest Kafka offset minus the offset committed into the table", t + ["topic", "partition"], registry=r)
-        self.freshness = Gauge("floe_ingest_freshness_seconds", "How far the table is behind Kafka in time: 0 when caught up (consumer lag 0), else now minus the newest Kafka timestamp committed into the table", t + ["topic", "partition"], registry=r)
-        self.last_commit = Gauge("floe_ingest_last_commit_timestamp_seconds", "Unix time of the last successful commit", t, registry=r)
+        self.records_read = Counter(
+            "floe_ingest_records_read_total", "Kafka records read by committed or skipped batches", t, registry=r
+        )
+        self.records_committed = Counter(
+            "floe_ingest_records_committed_total", "Table rows (data rows plus deleted keys) committed", t, registry=r
+        )
+        self.bad_records = Counter(
+            "floe_ingest_bad_records_total",
+            "Records sent to the dead-letter topic, by error class",
+            [*t, "reason"],
+            registry=r,
+        )
+        self.batches = Counter("floe_ingest_batches_total", "Micro-batches by result", [*t, "result"], registry=r)
+        self.commit_retries = Counter(
+            "floe_ingest_commit_retries_total", "Commit attempts beyond the first", t, registry=r
+        )
+        self.commit_conflicts = Counter(
+            "floe_ingest_commit_conflicts_total", "Compare-and-swap races lost", t, registry=r
+        )
+        self.files_written = Counter("floe_ingest_files_written_total", "Files written", [*t, "content"], registry=r)
+        self.bytes_written = Counter(
+            "floe_ingest_bytes_written_total", "Bytes of files written", [*t, "content"], registry=r
+        )
+        self.batch_duration = Histogram(
+            "floe_ingest_batch_duration_seconds",
+            "Whole micro-batch, decode to commit",
+            t,
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.commit_latency = Histogram(
+            "floe_ingest_commit_latency_seconds", "The commit step alone", t, buckets=COMMIT_BUCKETS, registry=r
+        )
+        self.consumer_lag = Gauge(
+            "floe_ingest_consumer_lag_records",
+            "Latest Kafka offset minus the offset committed into the table",
+            [*t, "topic", "partition"],
+            registry=r,
+        )
+        self.freshness = Gauge(
+            "floe_ingest_freshness_seconds",
+            "How far the table is behind Kafka in time: 0 when caught up (consumer lag 0), else now minus the newest Kafka timestamp committed into the table",
+            [*t, "topic", "partition"],
+            registry=r,
+        )
+        self.last_commit = Gauge(
+            "floe_ingest_last_commit_timestamp_seconds", "Unix time of the last successful commit", t, registry=r
+        )
         self.query_active = Gauge("floe_ingest_query_active", "1 while the streaming query runs", t, registry=r)
-        self.index_entries = Gauge("floe_key_index_entries", "Entries of the key index: live keys, plus superseded entries and tombstones not merged yet", t, registry=r)
+        self.index_entries = Gauge(
+            "floe_key_index_entries",
+            "Entries of the key index: live keys, plus superseded entries and tombstones not merged yet",
+            t,
+            registry=r,
+        )
         self.index_bytes = Gauge("floe_key_index_bytes", "Bytes of the key index's segment files", t, registry=r)
-        self.index_lookups = Counter("floe_key_index_lookups_total", "Keys looked up in the key index (each changed key of a batch)", t, registry=r)
-        self.index_update = Histogram("floe_key_index_update_seconds", "Writing a batch's key index segments, summed over its buckets (executor time)", t, buckets=COMMIT_BUCKETS, registry=r)
-        self.index_rebuilds = Counter("floe_key_index_rebuilds_total", "Key indexes built from the whole table (none yet, stale, or keyed differently)", t, registry=r)
-        self.kafka_up = Gauge("floe_ingest_kafka_up", "1 when the last probe reached Kafka, 0 when it could not", t, registry=r)
+        self.index_lookups = Counter(
+            "floe_key_index_lookups_total",
+            "Keys looked up in the key index (each changed key of a batch)",
+            t,
+            registry=r,
+        )
+        self.index_update = Histogram(
+            "floe_key_index_update_seconds",
+            "Writing a batch's key index segments, summed over its buckets (executor time)",
+            t,
+            buckets=COMMIT_BUCKETS,
+            registry=r,
+        )
+        self.index_rebuilds = Counter(
+            "floe_key_index_rebuilds_total",
+            "Key indexes built from the whole table (none yet, stale, or keyed differently)",
+            t,
+            registry=r,
+        )
+        self.kafka_up = Gauge(
+            "floe_ingest_kafka_up", "1 when the last probe reached Kafka, 0 when it could not", t, registry=r
+        )
 
-    def register_table(self, table: str, last_commit_s: Optional[float] = None) -> None:
+    def register_table(self, table: str, last_commit_s: float | None = None) -> None:
         """Start every labelled counter of ``table`` at 0, and the last-commit gauge at the
         table's last ingest commit (so neither vanishes after a restart)."""
-        for counter in (self.records_read, self.records_committed, self.commit_retries, self.commit_conflicts,
-                        self.index_lookups, self.index_rebuilds):
+        for counter in (
+            self.records_read,
+            self.records_committed,
+            self.commit_retries,
+            self.commit_conflicts,
+            self.index_lookups,
+            self.index_rebuilds,
+        ):
             counter.labels(table).inc(0)
         for result in BATCH_RESULTS:
             self.batches.labels(table, result).inc(0)
@@ -96,8 +162,17 @@ class IngestMetrics:
 
     # -- batches ---------------------------------------------------------------
 
-    def batch_committed(self, table: str, *, records: int, committed_rows: int, attempts: int,
-                        files: Mapping[str, tuple[int, int]], duration_s: float, commit_s: float) -> None:
+    def batch_committed(
+        self,
+        table: str,
+        *,
+        records: int,
+        committed_rows: int,
+        attempts: int,
+        files: Mapping[str, tuple[int, int]],
+        duration_s: float,
+        commit_s: float,
+    ) -> None:
         self.batches.labels(table, "committed").inc()
         self.records_read.labels(table).inc(records)
         self.records_committed.labels(table).inc(committed_rows)
@@ -111,8 +186,9 @@ class IngestMetrics:
         self.commit_latency.labels(table).observe(commit_s)
         self.last_commit.labels(table).set(time.time())
 
-    def index_committed(self, table: str, *, entries: int, size_bytes: int, lookups: int, update_s: float,
-                        rebuilt: bool) -> None:
+    def index_committed(
+        self, table: str, *, entries: int, size_bytes: int, lookups: int, update_s: float, rebuilt: bool
+    ) -> None:
         """A position-strategy batch committed its key index change (docs/upsert-index-design.md)."""
         self.index_entries.labels(table).set(entries)
         self.index_bytes.labels(table).set(size_bytes)
@@ -164,8 +240,9 @@ class KafkaUnreachable(RuntimeError):
     def __init__(self, bootstrap_servers: str, error: BaseException) -> None:
         self.bootstrap_servers = bootstrap_servers
         cause = kafka_error(error)
-        super().__init__(f"kafka {bootstrap_servers} is unreachable: "
-                         f"{summarize_error(error) if cause is None else in_words(cause)}")
+        super().__init__(
+            f"kafka {bootstrap_servers} is unreachable: {summarize_error(error) if cause is None else in_words(cause)}"
+        )
 
 
 class LagProbe:
@@ -180,7 +257,7 @@ class LagProbe:
         self._catalog = catalog
         self._metrics = metrics
         self._timeout_s = timeout_s
-        self._kafka: Optional[TopicWatermarks] = None
+        self._kafka: TopicWatermarks | None = None
         self._failures = 0
 
     def topic_partitions(self) -> dict[str, list[int]]:
@@ -197,7 +274,7 @@ class LagProbe:
         except KafkaException as error:
             raise KafkaUnreachable(self._job.source.bootstrap_servers, error) from error
 
-    def watermarks(self) -> dict[str, dict[int, tuple[int, int]]]:
+    def watermarks(self) -> Marks:
         return self._client().watermarks()
 
     def refresh(self) -> None:
@@ -220,8 +297,13 @@ class LagProbe:
     def _client(self) -> TopicWatermarks:
         if self._kafka is None:
             source = self._job.source
-            self._kafka = TopicWatermarks(source.librdkafka_config(), source.topics, source.topic_pattern,
-                                          self._timeout_s, name=f"floe-lag-{self._job.table.identifier}")
+            self._kafka = TopicWatermarks(
+                source.librdkafka_config(),
+                source.topics,
+                source.topic_pattern,
+                self._timeout_s,
+                name=f"floe-lag-{self._job.table.identifier}",
+            )
         return self._kafka
 
     def _failed(self) -> None:
@@ -285,14 +367,28 @@ class LagMonitor:
             self._unreachable = unreachable.bootstrap_servers
             now = time.monotonic()
             if self._outage.failed(now, 0.0):
-                log.warning("%s; retrying every %.0fs (unreachable for %.0fs)", unreachable, self._interval,
-                            self._outage.down_for_s(now), extra={"table": self._probe.table})
+                log.warning(
+                    "%s; retrying every %.0fs (unreachable for %.0fs)",
+                    unreachable,
+                    self._interval,
+                    self._outage.down_for_s(now),
+                    extra={"table": self._probe.table},
+                )
             return
-        except Exception as error:  # noqa: BLE001 - a monitoring failure must not stop ingestion; it is logged
-            log.warning("lag refresh failed: %s; retrying every %.0fs", summarize_error(error), self._interval,
-                        extra={"table": self._probe.table}, exc_info=error if log.isEnabledFor(logging.DEBUG) else None)
+        except Exception as error:
+            log.warning(
+                "lag refresh failed: %s; retrying every %.0fs",
+                summarize_error(error),
+                self._interval,
+                extra={"table": self._probe.table},
+                exc_info=error if log.isEnabledFor(logging.DEBUG) else None,
+            )
             return
         down = self._outage.answered(time.monotonic())
         if down is not None:
-            log.info("kafka %s answers again, after %.0fs unreachable", self._unreachable, down,
-                     extra={"table": self._probe.table})
+            log.info(
+                "kafka %s answers again, after %.0fs unreachable",
+                self._unreachable,
+                down,
+                extra={"table": self._probe.table},
+            )

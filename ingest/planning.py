@@ -24,8 +24,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any
 
 from commit.exactly_once import OffsetRange, branch_history, writer_of
 from table.metadata import MAIN_BRANCH, TableMetadata
@@ -110,8 +111,9 @@ def parse_offset_log_entry(text: str, where: str) -> PerPartition:
     if not lines or lines[0].strip() != "v1":
         raise ValueError(f"{where}: offset log version {lines[0].strip() if lines else None!r}, expected 'v1'")
     if len(lines) != 3:
-        raise ValueError(f"{where}: expected a version line, a metadata line and one source's offsets, "
-                         f"found {len(lines)} lines")
+        raise ValueError(
+            f"{where}: expected a version line, a metadata line and one source's offsets, found {len(lines)} lines"
+        )
     return _kafka_offsets(lines[2], where)
 
 
@@ -124,8 +126,9 @@ def _kafka_offsets(text: str, where: str) -> PerPartition:
         raise ValueError(f"{where}: not Kafka offsets ({error})") from None
 
 
-def through_planned_ends(stats: BatchStats, planned: Mapping[str, Mapping[int, int]],
-                         committed: Mapping[str, Mapping[int, int]]) -> BatchStats:
+def through_planned_ends(
+    stats: BatchStats, planned: Mapping[str, Mapping[int, int]], committed: Mapping[str, Mapping[int, int]]
+) -> BatchStats:
     """``stats`` with each partition's range running to the batch's planned end. Pure.
 
     Spark read every offset up to the planned end; where no record follows
@@ -151,7 +154,7 @@ def through_planned_ends(stats: BatchStats, planned: Mapping[str, Mapping[int, i
     return dataclasses.replace(stats, offsets=offsets)
 
 
-def batch_size(starts: Mapping[str, Mapping[int, int]], ends: Mapping[str, Mapping[int, int]]) -> Optional[int]:
+def batch_size(starts: Mapping[str, Mapping[int, int]], ends: Mapping[str, Mapping[int, int]]) -> int | None:
     """The offsets a batch holds, from where it starts and ends in the checkpoint; None: not known. Pure.
 
     Unknown when a partition of ``ends`` has no start (a partition found since the last batch, read
@@ -239,8 +242,8 @@ def starting_offsets(
     configured: str,
     committed: Mapping[str, Mapping[int, int]],
     partitions: Mapping[str, Iterable[int]],
-    table: Optional[str] = None,
-) -> Optional[str]:
+    table: str | None = None,
+) -> str | None:
     """Spark's ``startingOffsets`` JSON to resume from the table, or None to use ``configured``.
 
     Used when the checkpoint is new but the table already holds offsets (a
@@ -270,17 +273,22 @@ def starting_offsets(
     return json.dumps(obj, separators=(",", ":"))
 
 
-def _resume_at(committed: Optional[int], configured: Optional[int], default: int) -> int:
+def _resume_at(committed: int | None, configured: int | None, default: int) -> int:
     if committed is None:
         return configured if configured is not None else default
     return committed if configured is None or configured < committed else configured
 
 
-def _warn_skip(table: Optional[str], topic: str, partition: int, committed: int, configured: int) -> None:
+def _warn_skip(table: str | None, topic: str, partition: int, committed: int, configured: int) -> None:
     """The records between the table's offset and a configured one ahead of it are never ingested: say so."""
     where = f"table {table}: " if table else ""
     log.warning(
         "%sstarting_offsets skips records of %s/%d: committed offset %d, configured offset %d, %d records skipped",
-        where, topic, partition, committed, configured, configured - committed,
+        where,
+        topic,
+        partition,
+        committed,
+        configured,
+        configured - committed,
         extra={"table": table} if table else None,
     )

@@ -9,7 +9,7 @@ policy the decode task raises :class:`BadRecordError` at the first one.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import pyarrow as pa
 
@@ -22,7 +22,7 @@ class RecordError(Exception):
     key). ``reason`` says what is wrong, in words an operator can act on.
     """
 
-    def __init__(self, reason: str, field: Optional[str] = None) -> None:
+    def __init__(self, reason: str, field: str | None = None) -> None:
         self.reason = reason
         self.field = field
         super().__init__(f"field {field!r}: {reason}" if field else reason)
@@ -51,8 +51,17 @@ class BadRecordError(RuntimeError):
     order; nothing of the micro-batch was committed.
     """
 
-    def __init__(self, table: str, topic: str, partition: int, offset: int, error_class: str,
-                 message: str, field: Optional[str], count: int) -> None:
+    def __init__(
+        self,
+        table: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        error_class: str,
+        message: str,
+        field: str | None,
+        count: int,
+    ) -> None:
         self.table = table
         self.topic = topic
         self.partition = partition
@@ -66,13 +75,32 @@ class BadRecordError(RuntimeError):
             f"({count} bad record(s) in this Arrow batch; bad_records policy is 'fail')"
         )
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]
-        return (type(self), (self.table, self.topic, self.partition, self.offset, self.error_class,
-                             self.error_message, self.field, self.count))
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            type(self),
+            (
+                self.table,
+                self.topic,
+                self.partition,
+                self.offset,
+                self.error_class,
+                self.error_message,
+                self.field,
+                self.count,
+            ),
+        )
 
     @classmethod
     def first_of(cls, table: str, dead_letters: pa.RecordBatch) -> BadRecordError:
         """The error for the first row of a dead-letter batch (``build_dead_letters`` order)."""
         first = dead_letters.slice(0, 1).to_pylist()[0]
-        return cls(table, first["source_topic"], first["source_partition"], first["source_offset"],
-                   first["error_class"], first["error_message"], first["error_field"], dead_letters.num_rows)
+        return cls(
+            table,
+            first["source_topic"],
+            first["source_partition"],
+            first["source_offset"],
+            first["error_class"],
+            first["error_message"],
+            first["error_field"],
+            dead_letters.num_rows,
+        )

@@ -27,7 +27,8 @@ task, the task's last change of each key is the batch's.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa

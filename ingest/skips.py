@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Iterable, NamedTuple, Sequence, Union
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -63,20 +64,20 @@ def parse_record_ref(text: object) -> RecordRef:
     return RecordRef(match["topic"], int(match["partition"]), int(match["offset"]))
 
 
-def record_refs(refs: Iterable[Union[str, Sequence[object]]]) -> tuple[RecordRef, ...]:
+def record_refs(refs: Iterable[str | Sequence[object]]) -> tuple[RecordRef, ...]:
     """Refs, their text, or ``(topic, partition, offset)`` triples (as JSON gives them back): sorted, without
     repeats. RecordRefError for text that is not a ref."""
     return tuple(sorted({_ref(ref) for ref in refs}))
 
 
-def _ref(ref: Union[str, Sequence[object]]) -> RecordRef:
+def _ref(ref: str | Sequence[object]) -> RecordRef:
     if isinstance(ref, str):
         return parse_record_ref(ref)
     topic, partition, offset = ref
-    return RecordRef(str(topic), int(partition), int(offset))  # type: ignore[call-overload]
+    return RecordRef(str(topic), int(partition), int(offset))  # type: ignore[call-overload]  # bad parts raise here, as the error to report
 
 
-def format_refs(refs: Iterable[RecordRef]) -> str:
+def format_refs(refs: Iterable[tuple[str, int, int]]) -> str:
     """``orders/0@50,orders/0@51``: the summary value and the log's wording."""
     return ",".join(str(RecordRef(*ref)) for ref in refs)
 
@@ -94,15 +95,19 @@ def split_skipped(batch: pa.RecordBatch, skip: tuple[RecordRef, ...]) -> tuple[p
         return batch, ()
     mask = None
     for (topic, partition), wanted in _by_partition(candidates):
-        hit = pc.and_(pc.and_(pc.equal(topics, topic), pc.equal(partitions, partition)),
-                      pc.is_in(offsets, value_set=wanted))
+        hit = pc.and_(
+            pc.and_(pc.equal(topics, topic), pc.equal(partitions, partition)), pc.is_in(offsets, value_set=wanted)
+        )
         mask = hit if mask is None else pc.or_(mask, hit)
     assert mask is not None  # there was a candidate
     if not pc.any(mask).as_py():
         return batch, ()
     taken = batch.filter(mask)
-    refs = record_refs(zip(taken.column("topic").to_pylist(), taken.column("partition").to_pylist(),
-                           taken.column("offset").to_pylist()))
+    refs = record_refs(
+        zip(
+            taken.column("topic").to_pylist(), taken.column("partition").to_pylist(), taken.column("offset").to_pylist()
+        )
+    )
     return batch.filter(pc.invert(mask)), refs
 
 

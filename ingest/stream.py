@@ -24,7 +24,8 @@ import ast
 import json
 import logging
 import threading
-from typing import Any, Callable, Optional, Union
+from collections.abc import Callable
+from typing import Any
 
 from commit.catalog import Catalog
 from commit.exactly_once import committed_offsets, last_batch_snapshot
@@ -79,9 +80,17 @@ class _StopGate:
 class IngestQuery:
     """A running ingest query: ``StreamingQuery``-style, with a graceful :meth:`stop`."""
 
-    def __init__(self, query: Any, job: IngestJob, gate: _StopGate, stop_event: threading.Event,
-                 metrics: IngestMetrics, monitor: Optional[LagMonitor], catalog: Catalog,
-                 ending: Optional[Offsets] = None) -> None:
+    def __init__(
+        self,
+        query: Any,
+        job: IngestJob,
+        gate: _StopGate,
+        stop_event: threading.Event,
+        metrics: IngestMetrics,
+        monitor: LagMonitor | None,
+        catalog: Catalog,
+        ending: Offsets | None = None,
+    ) -> None:
         self.query = query
         self._catalog = catalog
         self.job = job
@@ -113,7 +122,7 @@ class IngestQuery:
         self._stop_event.set()
         self._finished.wait()
 
-    def await_termination(self, timeout: Optional[float] = None) -> bool:
+    def await_termination(self, timeout: float | None = None) -> bool:
         """Wait for the query to end; raises its error, unless the end was a requested stop."""
         if not self._finished.wait(timeout):
             return False
@@ -122,7 +131,7 @@ class IngestQuery:
             raise error
         return True
 
-    def exception(self) -> Optional[Exception]:
+    def exception(self) -> Exception | None:
         """The query's error; None while it runs, after success, or after a graceful stop."""
         error = self.query.exception()
         if error is not None and self._gate.refused and IngestStopped.__name__ in str(error):
@@ -146,8 +155,11 @@ class IngestQuery:
                 log.warning("could not read the query's progress: %s", error)
                 continue
             if end is not None and reached(end, ending):
-                log.info("ingest query %s read everything available at its start", self.job.name,
-                         extra={"table": self.job.table.identifier})
+                log.info(
+                    "ingest query %s read everything available at its start",
+                    self.job.name,
+                    extra={"table": self.job.table.identifier},
+                )
                 self._gate.stop(self.query, self.job.grace_seconds)
                 return
 
@@ -164,7 +176,7 @@ class IngestQuery:
             self._finished.set()
 
 
-def _progress_end(progress: Any) -> Optional[dict]:
+def _progress_end(progress: Any) -> dict | None:
     """The source's end offset in a progress report (pyspark gives it as JSON, or as a dict's text)."""
     sources = progress["sources"] if progress else []
     end = sources[0]["endOffset"] if sources else None
@@ -176,8 +188,14 @@ def _progress_end(progress: Any) -> Optional[dict]:
         return ast.literal_eval(end)
 
 
-def run_ingest(job: IngestJob, spark: Any, stop_event: Optional[threading.Event] = None,
-               metrics: Optional[IngestMetrics] = None, *, lag_monitor: bool = True) -> IngestQuery:
+def run_ingest(
+    job: IngestJob,
+    spark: Any,
+    stop_event: threading.Event | None = None,
+    metrics: IngestMetrics | None = None,
+    *,
+    lag_monitor: bool = True,
+) -> IngestQuery:
     """Start the job's streaming query in ``spark``; returns at once with its handle.
 
     ``metrics`` defaults to a private registry (the service passes the one it
@@ -220,8 +238,9 @@ def run_ingest(job: IngestJob, spark: Any, stop_event: Optional[threading.Event]
     return IngestQuery(query, job, gate, stop_event, metrics, monitor, catalog, ending)
 
 
-def _start_query(job: IngestJob, spark: Any, process: Callable[[Any, int], None], start: str,
-                 ending: Optional[Offsets]) -> Any:
+def _start_query(
+    job: IngestJob, spark: Any, process: Callable[[Any, int], None], start: str, ending: Offsets | None
+) -> Any:
     if job.source.reader == "python":
         reader = spark.readStream.format(_registered_python_source(spark))
         options = python_source_options(job, ending, local_task_slots(spark))
@@ -245,7 +264,7 @@ def _start_query(job: IngestJob, spark: Any, process: Callable[[Any, int], None]
     return writer.start()
 
 
-def _available_now_end(job: IngestJob, probe: LagProbe) -> Optional[Offsets]:
+def _available_now_end(job: IngestJob, probe: LagProbe) -> Offsets | None:
     """Where an ``availableNow`` run of the Python source ends: the latest offsets now."""
     if job.source.reader != "python" or not job.trigger.available_now:
         return None
@@ -260,14 +279,14 @@ def _registered_python_source(spark: Any) -> str:
     return SOURCE_NAME
 
 
-def python_source_options(job: IngestJob, ending: Optional[Offsets] = None,
-                          task_slots: Optional[int] = None) -> dict[str, str]:
+def python_source_options(
+    job: IngestJob, ending: Offsets | None = None, task_slots: int | None = None
+) -> dict[str, str]:
     """The options of Floe's source for ``job``, with ``ending``, the end of an ``availableNow`` run.
 
     Unless the job caps a batch's tasks, a session with a fixed number of ``task_slots`` (local mode)
-    gets one task per slot: a task has a fixed cost, and more tasks than slots only queue. Measured with
-    ``bench/ingest.py``'s append on 4 partitions and 2 cores: about 15% faster in 2 tasks than in 4. On a
-    cluster a batch keeps a task per range, as on Spark's source: dynamic allocation asks for executors
+    gets one task per slot: a task has a fixed cost, and more tasks than slots only queue
+    (docs/performance.md). On a cluster a batch keeps a task per range, as on Spark's source: dynamic allocation asks for executors
     by the tasks waiting.
     """
     options = job.source.python_source_options()
@@ -278,13 +297,13 @@ def python_source_options(job: IngestJob, ending: Optional[Offsets] = None,
     return options
 
 
-def local_task_slots(spark: Any) -> Optional[int]:
+def local_task_slots(spark: Any) -> int | None:
     """The task slots of a local-mode session (fixed); None on a cluster, whose executors come and go."""
     context = spark.sparkContext
     return max(context.defaultParallelism, 1) if context.master.startswith("local") else None
 
 
-def pinned_starting_offsets(checkpoint: str, start: str, probe: Union[LagProbe, TopicWatermarks]) -> str:
+def pinned_starting_offsets(checkpoint: str, start: str, probe: LagProbe | TopicWatermarks) -> str:
     """``startingOffsets`` for Floe's source, resolved once per checkpoint and kept in it.
 
     Spark plans batch 0 from the source's initial offsets, and asks for them again when it replays

@@ -24,9 +24,9 @@ Column order and docs are not compared: they change nothing Floe writes.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Iterable, Iterator, Optional, Sequence
 
 from ingest.job import TableSpec
 from table.metadata import SUPPORTED_FORMAT_VERSIONS, TableMetadata
@@ -77,8 +77,8 @@ class Difference:
     reason: str = ""
     fix: str = ""
     path: tuple[str, ...] = ()
-    new_type: Optional[IcebergType] = None
-    doc: Optional[str] = None
+    new_type: IcebergType | None = None
+    doc: str | None = None
 
     @property
     def evolvable(self) -> bool:
@@ -152,7 +152,7 @@ class KeptColumn:
 
     path: tuple[str, ...]
     type: str
-    renamed_to: Optional[str] = None
+    renamed_to: str | None = None
     sql_table: str = ""
 
     def note(self) -> str:
@@ -161,8 +161,10 @@ class KeptColumn:
         text = f"keeps column {column} ({self.type}), no longer configured: written as null"
         if self.renamed_to is None:
             return text
-        return (f"{text}; if {self.renamed_to} is {column} renamed, rename it by hand before the start instead: "
-                f"ALTER TABLE {self.sql_table} RENAME COLUMN {sql_column(self.path)} TO {sql_name(self.renamed_to)}")
+        return (
+            f"{text}; if {self.renamed_to} is {column} renamed, rename it by hand before the start instead: "
+            f"ALTER TABLE {self.sql_table} RENAME COLUMN {sql_column(self.path)} TO {sql_name(self.renamed_to)}"
+        )
 
 
 def kept_columns(metadata: TableMetadata, table: TableSpec) -> list[KeptColumn]:
@@ -181,8 +183,9 @@ def _kept(found: StructType, wanted: StructType, parent: tuple[str, ...], sql_ta
                 yield from _kept(inner[0], inner[1], (*parent, field.name), sql_table)
         elif not field.required:
             same = [f.name for f in added if _shape(f) == _shape(field)]
-            yield KeptColumn((*parent, field.name), type_text(field.field_type),
-                             same[0] if len(same) == 1 else None, sql_table)
+            yield KeptColumn(
+                (*parent, field.name), type_text(field.field_type), same[0] if len(same) == 1 else None, sql_table
+            )
 
 
 # ---------------------------------------------------------------------------
@@ -236,9 +239,13 @@ def _field_differences(
         yield Difference(Kind.MAKE_OPTIONAL, _subject(path), "required", "optional", path=path)
     elif wanted.required and not found.required:
         yield Difference(
-            Kind.MAKE_REQUIRED, _subject(path), "optional", "required",
+            Kind.MAKE_REQUIRED,
+            _subject(path),
+            "optional",
+            "required",
             reason="Iceberg cannot make an optional column required: rows written before may hold nulls",
-            fix="declare it optional in the configuration (required: false)", path=path,
+            fix="declare it optional in the configuration (required: false)",
+            path=path,
         )
     yield from _type_differences(found.field_type, wanted.field_type, path, sql_table)
 
@@ -264,16 +271,29 @@ def _primitive_change(found: IcebergType, wanted: IcebergType, path: tuple[str, 
         return Difference(Kind.WIDEN_TYPE, _subject(path), str(found), str(wanted), path=path, new_type=wanted)
     if is_promotion(wanted, found):
         return Difference(
-            Kind.NARROW_TYPE, _subject(path), str(found), str(wanted),
-            reason="Iceberg cannot narrow a type", fix=f"change the configuration back to {found}", path=path,
+            Kind.NARROW_TYPE,
+            _subject(path),
+            str(found),
+            str(wanted),
+            reason="Iceberg cannot narrow a type",
+            fix=f"change the configuration back to {found}",
+            path=path,
         )
-    return _type_change(path, found, wanted, "Iceberg promotes only int to long, float to double and "
-                        "decimal(P,S) to decimal(P',S) with P' > P")
+    return _type_change(
+        path,
+        found,
+        wanted,
+        "Iceberg promotes only int to long, float to double and decimal(P,S) to decimal(P',S) with P' > P",
+    )
 
 
 def _type_change(path: tuple[str, ...], found: IcebergType, wanted: IcebergType, reason: str) -> Difference:
     return Difference(
-        Kind.CHANGE_TYPE, _subject(path), type_text(found), type_text(wanted), reason=reason,
+        Kind.CHANGE_TYPE,
+        _subject(path),
+        type_text(found),
+        type_text(wanted),
+        reason=reason,
         fix=f"change the configuration back to {type_text(found)}, or land the new type in a column of another name",
         path=path,
     )
@@ -282,20 +302,28 @@ def _type_change(path: tuple[str, ...], found: IcebergType, wanted: IcebergType,
 def _added(field: NestedField, path: tuple[str, ...]) -> Difference:
     text = type_text(field.field_type)
     if not field.required:
-        return Difference(Kind.ADD_COLUMN, _subject(path), ABSENT, text, path=path,
-                          new_type=field.field_type, doc=field.doc)
+        return Difference(
+            Kind.ADD_COLUMN, _subject(path), ABSENT, text, path=path, new_type=field.field_type, doc=field.doc
+        )
     return Difference(
-        Kind.ADD_REQUIRED_COLUMN, _subject(path), ABSENT, f"required {text}",
+        Kind.ADD_REQUIRED_COLUMN,
+        _subject(path),
+        ABSENT,
+        f"required {text}",
         reason="Iceberg adds a required column only with a default value for the rows written before, "
         "and format 2 tables have no column defaults",
-        fix="declare it optional in the configuration (required: false)", path=path,
+        fix="declare it optional in the configuration (required: false)",
+        path=path,
     )
 
 
 def _dropped(field: NestedField, path: tuple[str, ...], sql_table: str) -> Difference:
     """A required table column the configuration lacks: Floe could not fill it."""
     return Difference(
-        Kind.DROP_COLUMN, _subject(path), f"required {type_text(field.field_type)}", ABSENT,
+        Kind.DROP_COLUMN,
+        _subject(path),
+        f"required {type_text(field.field_type)}",
+        ABSENT,
         reason="Floe cannot write a required column its configuration does not have (an optional one it fills "
         "with null)",
         fix=f"add it back to the configuration, or by hand in Spark SQL make it optional "
@@ -308,7 +336,9 @@ def _dropped(field: NestedField, path: tuple[str, ...], sql_table: str) -> Diffe
 def _renamed(old: NestedField, new: NestedField, parent: tuple[str, ...], sql_table: str) -> Difference:
     path = (*parent, old.name)
     return Difference(
-        Kind.RENAME_COLUMN, _subject(path), f"{old.name!r} ({type_text(old.field_type)})",
+        Kind.RENAME_COLUMN,
+        _subject(path),
+        f"{old.name!r} ({type_text(old.field_type)})",
         f"{new.name!r} ({type_text(new.field_type)})",
         reason="Floe does not rename columns (one column is gone and one of the same type is new, which reads as "
         "a rename)",
@@ -354,12 +384,17 @@ def _key_differences(schema: Schema, key: Sequence[str], sql_table: str) -> list
     verb, columns = ("SET", key) if key else ("DROP", found)
     names = ", ".join(sql_column(c.split(".")) for c in columns)
     statement = f"ALTER TABLE {sql_table} {verb} IDENTIFIER FIELDS {names}"
-    return [Difference(
-        Kind.CHANGE_KEY, "key (identifier fields)", _listed(found, "none"), _listed(key, "none"),
-        reason="Floe does not change a table's key at start-up: the rows already written are keyed by the table's",
-        fix=f"change the configuration's key back to {_listed(found, '[]')}, "
-        f"or set it by hand in Spark SQL: {statement}",
-    )]
+    return [
+        Difference(
+            Kind.CHANGE_KEY,
+            "key (identifier fields)",
+            _listed(found, "none"),
+            _listed(key, "none"),
+            reason="Floe does not change a table's key at start-up: the rows already written are keyed by the table's",
+            fix=f"change the configuration's key back to {_listed(found, '[]')}, "
+            f"or set it by hand in Spark SQL: {statement}",
+        )
+    ]
 
 
 def _partition_differences(
@@ -372,12 +407,16 @@ def _partition_differences(
     statements = [f"ALTER TABLE {sql_table} DROP PARTITION FIELD {t}" for t in found_terms if t not in wanted_terms]
     statements += [f"ALTER TABLE {sql_table} ADD PARTITION FIELD {t}" for t in wanted_terms if t not in found_terms]
     by_hand = f", or evolve it by hand in Spark SQL: {', then '.join(statements)}" if statements else ""
-    return [Difference(
-        Kind.CHANGE_PARTITIONING, "partition spec", _listed(found_terms, "unpartitioned"),
-        _listed(wanted_terms, "unpartitioned"),
-        reason="changing it is a partition evolution, which Floe does not do at start-up",
-        fix=f"change the configuration's partition_spec back to {_listed(found_terms, '[]')}{by_hand}",
-    )]
+    return [
+        Difference(
+            Kind.CHANGE_PARTITIONING,
+            "partition spec",
+            _listed(found_terms, "unpartitioned"),
+            _listed(wanted_terms, "unpartitioned"),
+            reason="changing it is a partition evolution, which Floe does not do at start-up",
+            fix=f"change the configuration's partition_spec back to {_listed(found_terms, '[]')}{by_hand}",
+        )
+    ]
 
 
 def _sort_differences(
@@ -391,12 +430,17 @@ def _sort_differences(
         statement = f"ALTER TABLE {sql_table} WRITE ORDERED BY {', '.join(wanted_terms)}"
     else:
         statement = f"ALTER TABLE {sql_table} WRITE UNORDERED"
-    return [Difference(
-        Kind.CHANGE_SORT_ORDER, "sort order", _listed(found_terms, "unsorted"), _listed(wanted_terms, "unsorted"),
-        reason="Floe does not change a table's sort order at start-up",
-        fix=f"change the configuration's sort_order back to {_listed(found_terms, '[]')}, "
-        f"or set it by hand in Spark SQL: {statement}",
-    )]
+    return [
+        Difference(
+            Kind.CHANGE_SORT_ORDER,
+            "sort order",
+            _listed(found_terms, "unsorted"),
+            _listed(wanted_terms, "unsorted"),
+            reason="Floe does not change a table's sort order at start-up",
+            fix=f"change the configuration's sort_order back to {_listed(found_terms, '[]')}, "
+            f"or set it by hand in Spark SQL: {statement}",
+        )
+    ]
 
 
 def _format_differences(metadata: TableMetadata, wanted: int, sql_table: str) -> list[Difference]:
@@ -408,8 +452,10 @@ def _format_differences(metadata: TableMetadata, wanted: int, sql_table: str) ->
         fix = f"upgrade it by hand in Spark SQL: ALTER TABLE {sql_table} SET TBLPROPERTIES ('format-version' = '{wanted}')"
         reason = f"Floe writes format versions {list(SUPPORTED_FORMAT_VERSIONS)} only"
     elif version < wanted:
-        fix = (f"upgrade it: floe table upgrade {sql_table} --format-version {wanted}, "
-               f"or set format_version: {version} in the configuration")
+        fix = (
+            f"upgrade it: floe table upgrade {sql_table} --format-version {wanted}, "
+            f"or set format_version: {version} in the configuration"
+        )
         reason = f"the configuration asks for format version {wanted}"
     else:
         fix = f"point the configuration at a format {max(SUPPORTED_FORMAT_VERSIONS)} table or older"
@@ -425,11 +471,16 @@ def _default_value_differences(metadata: TableMetadata, sql_table: str) -> list[
         column = schema.find_field(field_id)
         if column.initial_default is not None or column.write_default is not None:
             name = schema.find_column_name(field_id)
-            found.append(Difference(
-                Kind.CHANGE_FORMAT_VERSION, f"default value of column {name}", "set", "none",
-                reason="Floe does not write v3 column default values (initial-default, write-default)",
-                fix=f"drop the default in Spark SQL: ALTER TABLE {sql_table} ALTER COLUMN {name} DROP DEFAULT",
-            ))
+            found.append(
+                Difference(
+                    Kind.CHANGE_FORMAT_VERSION,
+                    f"default value of column {name}",
+                    "set",
+                    "none",
+                    reason="Floe does not write v3 column default values (initial-default, write-default)",
+                    fix=f"drop the default in Spark SQL: ALTER TABLE {sql_table} ALTER COLUMN {name} DROP DEFAULT",
+                )
+            )
     return found
 
 

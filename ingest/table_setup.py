@@ -22,8 +22,10 @@ ids come from the table, never from the job file.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from commit.catalog import Catalog, LoadedTable
 from commit.errors import NamespaceAlreadyExists, TableAlreadyExists
@@ -97,10 +99,8 @@ UPSERT_TABLE_DEFAULTS = {properties.UPSERT_DELETE_STRATEGY.key: "position"}
 def _create(catalog: Catalog, table: TableSpec) -> None:
     ident = to_table_identifier(table.identifier)
     if not catalog.namespace_exists(ident.namespace):
-        try:
+        with contextlib.suppress(NamespaceAlreadyExists):  # another job created it meanwhile: as wanted
             catalog.create_namespace(ident.namespace)
-        except NamespaceAlreadyExists:
-            pass  # another job created it meanwhile: that is what we wanted
     schema = job_schema(table)
     defaults = dict(STREAMING_TABLE_DEFAULTS)
     if table.mode == "upsert":
@@ -152,7 +152,7 @@ def check_table(metadata: TableMetadata, table: TableSpec) -> list[Difference]:
     return differences
 
 
-def evolve_table(catalog: Catalog, table: TableSpec, *, before_commit: Optional[BeforeCommit] = None) -> LoadedTable:
+def evolve_table(catalog: Catalog, table: TableSpec, *, before_commit: BeforeCommit | None = None) -> LoadedTable:
     """Commit the table's evolutions as one schema update, and the table after it.
 
     Each attempt rebuilds the update from a fresh load, so after a lost race
@@ -162,7 +162,7 @@ def evolve_table(catalog: Catalog, table: TableSpec, *, before_commit: Optional[
     """
     applied: list[Difference] = []
 
-    def build(loaded: LoadedTable, _attempt: int) -> Optional[TableMetadata]:
+    def build(loaded: LoadedTable, _attempt: int) -> TableMetadata | None:
         applied[:] = check_table(loaded.metadata, table)
         if not applied:
             return None
@@ -172,10 +172,18 @@ def evolve_table(catalog: Catalog, table: TableSpec, *, before_commit: Optional[
     def landed(metadata: TableMetadata) -> bool:
         return not any(d.evolvable for d in table_differences(metadata, table))
 
-    if commit_metadata_change(catalog, table.identifier, build, landed, what="schema change",
-                              before_commit=before_commit) is not None:
-        log.info("evolved table %s: %s", table.identifier, "; ".join(d.summary() for d in applied),
-                 extra={"table": table.identifier})
+    if (
+        commit_metadata_change(
+            catalog, table.identifier, build, landed, what="schema change", before_commit=before_commit
+        )
+        is not None
+    ):
+        log.info(
+            "evolved table %s: %s",
+            table.identifier,
+            "; ".join(d.summary() for d in applied),
+            extra={"table": table.identifier},
+        )
     return catalog.load_table(to_table_identifier(table.identifier))
 
 
@@ -198,12 +206,18 @@ def _has_unpartitioned_spec(metadata: TableMetadata) -> bool:
 
 
 def _add_unpartitioned_spec(catalog: Catalog, table: TableSpec) -> LoadedTable:
-    def build(loaded: LoadedTable, _attempt: int) -> Optional[TableMetadata]:
+    def build(loaded: LoadedTable, _attempt: int) -> TableMetadata | None:
         if _has_unpartitioned_spec(loaded.metadata):
             return None
         return loaded.metadata.add_partition_spec(UNPARTITIONED_SPEC)
 
-    if commit_metadata_change(catalog, table.identifier, build, _has_unpartitioned_spec, what="partition spec") is not None:
-        log.info("added an unpartitioned spec to %s for global equality deletes", table.identifier,
-                 extra={"table": table.identifier})
+    if (
+        commit_metadata_change(catalog, table.identifier, build, _has_unpartitioned_spec, what="partition spec")
+        is not None
+    ):
+        log.info(
+            "added an unpartitioned spec to %s for global equality deletes",
+            table.identifier,
+            extra={"table": table.identifier},
+        )
     return catalog.load_table(to_table_identifier(table.identifier))

@@ -11,7 +11,7 @@ restores the table's types (:func:`from_transport`) for the columns of a
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pyarrow as pa
 
@@ -61,7 +61,9 @@ def _convert(array: pa.Array, t: IcebergType, leaf: Leaf) -> pa.Array:
     if isinstance(t, ListType):
         offsets, (values,) = rebased(array, array.values)
         values = _convert(values, t.element_type, leaf)
-        return pa.ListArray.from_arrays(offsets, values, type=pa.list_(pa.field("element", values.type)), mask=null_mask(array))
+        return pa.ListArray.from_arrays(
+            offsets, values, type=pa.list_(pa.field("element", values.type)), mask=null_mask(array)
+        )
     if isinstance(t, MapType):
         offsets, (keys, items) = rebased(array, array.keys, array.items)
         keys, items = _convert(keys, t.key_type, leaf), _convert(items, t.value_type, leaf)
@@ -135,5 +137,4 @@ def _prune(array: pa.Array, t) -> pa.Array:
     if names == [f.name for f in t.fields]:
         return array
     children = [_prune(array.field(f.name), f.field_type) for f in t.fields]
-    return pa.StructArray.from_arrays(children, names=[f.name for f in t.fields],
-                                      mask=null_mask(array))
+    return pa.StructArray.from_arrays(children, names=[f.name for f in t.fields], mask=null_mask(array))

@@ -38,10 +38,11 @@ import logging
 import os
 import pickle
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -132,9 +133,9 @@ class IndexStart:
 
     plan: IndexPlan
     manifest: IndexManifest
-    prelude: Optional[IndexChange] = None
+    prelude: IndexChange | None = None
     rebuilt: bool = False
-    rebuilt_from: Optional[int] = None
+    rebuilt_from: int | None = None
     existing_deletes: Mapping[str, tuple[DataFile, ...]] = field(default_factory=dict)
     """v3: each live data file's DV or position deletes, which a new DV of the file merges (driver only)."""
 
@@ -153,8 +154,13 @@ def plan_index(io: FileIO, metadata: TableMetadata, key_ids: Sequence[int], tabl
     location = index_location(metadata)
     manifest = current_manifest(io, metadata)
     if manifest is not None and manifest.key_ids != tuple(key_ids):
-        log.warning("table %s: the key index is keyed by field ids %s, the job by %s", table,
-                    list(manifest.key_ids), list(key_ids), extra={"table": table})
+        log.warning(
+            "table %s: the key index is keyed by field ids %s, the job by %s",
+            table,
+            list(manifest.key_ids),
+            list(key_ids),
+            extra={"table": table},
+        )
         manifest = None
     prelude, rebuilt, rebuilt_from = None, False, None
     if manifest is not None and describes(manifest, metadata):
@@ -180,10 +186,14 @@ def plan_index(io: FileIO, metadata: TableMetadata, key_ids: Sequence[int], tabl
     by_ordinal = {ordinal: key for key, ordinal in partitions.items()}
     specs = tuple((s.spec_id, json.dumps(s.to_json())) for s in metadata.partition_specs)
     plan = IndexPlan(
-        manifest=json.dumps(manifest.to_json()), location=location, schema=json.dumps(metadata.schema().to_json()),
-        key_ids=tuple(key_ids), live_files=tuple(files),
+        manifest=json.dumps(manifest.to_json()),
+        location=location,
+        schema=json.dumps(metadata.schema().to_json()),
+        key_ids=tuple(key_ids),
+        live_files=tuple(files),
         partitions=tuple(_spec_and_partition(tasks, by_ordinal[o]) for o in range(len(by_ordinal))),
-        specs=specs, max_deltas=properties.KEY_INDEX_MAX_DELTAS.read(metadata.properties),
+        specs=specs,
+        max_deltas=properties.KEY_INDEX_MAX_DELTAS.read(metadata.properties),
         deletion_vectors=metadata.tracks_row_lineage,
     )
     existing = {t.data_file.file_path: tuple(t.position_deletes) for t in tasks if t.position_deletes}
@@ -202,8 +212,15 @@ def index_update(start: IndexStart, changes: Sequence[BucketChange], table: str)
     """The commit's index update: the rebuild (if any), then the batch's segments."""
     batch = IndexChange(tuple(c.segment for c in changes), tuple(p for c in changes for p in c.replaced))
     steps = (batch,) if start.prelude is None else (start.prelude, batch)
-    return KeyIndexUpdate(steps, start.manifest.key_ids, start.manifest.buckets, start.plan.location, table,
-                          rebuilt=start.rebuilt, rebuilt_from=start.rebuilt_from)
+    return KeyIndexUpdate(
+        steps,
+        start.manifest.key_ids,
+        start.manifest.buckets,
+        start.plan.location,
+        table,
+        rebuilt=start.rebuilt,
+        rebuilt_from=start.rebuilt_from,
+    )
 
 
 def read_referenced(rows: pa.Table) -> frozenset[str]:
@@ -256,7 +273,9 @@ def lookup_previous_rows(batches: Iterator[pa.RecordBatch], plan: IndexPlan) -> 
             yield deletes
 
 
-def decode_and_look_up(batches: Iterator[pa.RecordBatch], frame: FrameSpec, plan: IndexPlan) -> Iterator[pa.RecordBatch]:
+def decode_and_look_up(
+    batches: Iterator[pa.RecordBatch], frame: FrameSpec, plan: IndexPlan
+) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body when the index is small (map-side lookup): decode, then give each change
     row the ``(file, pos)`` of its key's live row, if any, in the delete columns.
 
@@ -271,8 +290,9 @@ def decode_and_look_up(batches: Iterator[pa.RecordBatch], frame: FrameSpec, plan
         yield _with_previous_rows(batch, io, manifest, key_schema, plan.key_ids)
 
 
-def _with_previous_rows(batch: pa.RecordBatch, io: FileIO, manifest: IndexManifest, key_schema: Schema,
-                        key_ids: tuple[int, ...]) -> pa.RecordBatch:
+def _with_previous_rows(
+    batch: pa.RecordBatch, io: FileIO, manifest: IndexManifest, key_schema: Schema, key_ids: tuple[int, ...]
+) -> pa.RecordBatch:
     is_change = pc.is_valid(batch.column(OP_COLUMN))
     if not pc.any(is_change).as_py():
         return batch
@@ -283,10 +303,13 @@ def _with_previous_rows(batch: pa.RecordBatch, io: FileIO, manifest: IndexManife
     spread = np.full(batch.num_rows, len(rows), dtype=np.int64)  # a row that is no change: the null after them
     spread[rows] = np.arange(len(rows))
     at = pa.array(spread)
-    columns = {DELETE_FILE_COLUMN: pa.concat_arrays([files, pa.nulls(1, pa.string())]).take(at),
-               DELETE_POS_COLUMN: pa.concat_arrays([positions, pa.nulls(1, pa.int64())]).take(at)}
-    return pa.RecordBatch.from_arrays([columns.get(f.name, batch.column(f.name)) for f in batch.schema],
-                                      schema=batch.schema)
+    columns = {
+        DELETE_FILE_COLUMN: pa.concat_arrays([files, pa.nulls(1, pa.string())]).take(at),
+        DELETE_POS_COLUMN: pa.concat_arrays([positions, pa.nulls(1, pa.int64())]).take(at),
+    }
+    return pa.RecordBatch.from_arrays(
+        [columns.get(f.name, batch.column(f.name)) for f in batch.schema], schema=batch.schema
+    )
 
 
 def look_up_changes(changes: pa.Table, keys: pa.Table, plan: IndexPlan) -> pa.Table:
@@ -298,7 +321,9 @@ def look_up_changes(changes: pa.Table, keys: pa.Table, plan: IndexPlan) -> pa.Ta
     return changes.set_column(changes.schema.get_field_index(DELETE_POS_COLUMN), DELETE_POS_COLUMN, positions)
 
 
-def previous_rows(io: FileIO, manifest: IndexManifest, keys: pa.Table, buckets: np.ndarray) -> tuple[pa.Array, pa.Array]:
+def previous_rows(
+    io: FileIO, manifest: IndexManifest, keys: pa.Table, buckets: np.ndarray
+) -> tuple[pa.Array, pa.Array]:
     """The file and position of each key's live row (both null: none), aligned with ``keys``.
 
     Each bucket's keys are looked up in one call: a call costs about as much as a few hundred keys.
@@ -329,8 +354,9 @@ def _routes(live_files: tuple[tuple[str, int], ...]) -> dict[str, bytes]:
     return {path: _DELETE_ROUTE + str(ordinal).encode() for path, ordinal in live_files}
 
 
-def _delete_rows(schema: pa.Schema, files: list[pa.Array], positions: list[pa.Array],
-                 routes: dict[str, bytes]) -> pa.RecordBatch:
+def _delete_rows(
+    schema: pa.Schema, files: list[pa.Array], positions: list[pa.Array], routes: dict[str, bytes]
+) -> pa.RecordBatch:
     paths = pa.concat_arrays(files) if files else pa.array([], pa.string())
     n = len(paths)
     route = []
@@ -402,8 +428,10 @@ class IndexedTaskWriter(TaskWriter):
         table_rows = cast_to_schema(table_batch(rows, self.schema), self.schema)
         keys = keys_of(table_rows, self.schema, self.plan.key_ids).append_column(_BUCKET, rows.column(BUCKET_COLUMN))
         names = table_rows.schema.names
-        combined = pa.RecordBatch.from_arrays([*table_rows.columns, *(c.combine_chunks() for c in keys.columns)],
-                                              schema=pa.schema([*table_rows.schema, *keys.schema]))
+        combined = pa.RecordBatch.from_arrays(
+            [*table_rows.columns, *(c.combine_chunks() for c in keys.columns)],
+            schema=pa.schema([*table_rows.schema, *keys.schema]),
+        )
         touched = set()
         for partition, part in split_by_partition(combined, self.schema, self.spec):
             first = self.data.write_partition(partition, part.select(names))
@@ -428,22 +456,35 @@ class IndexedTaskWriter(TaskWriter):
     def _delete_positions(self, rows: pa.RecordBatch) -> None:
         routes = rows.column(PKEY_COLUMN)
         for route in pc.unique(routes).to_pylist():
-            ordinal = int(route[len(_DELETE_ROUTE):])
+            ordinal = int(route[len(_DELETE_ROUTE) :])
             part = rows.filter(pc.equal(routes, pa.scalar(route, pa.binary())))
             self.referenced.update(pc.unique(part.column(DELETE_FILE_COLUMN)).to_pylist())
             if self.plan.deletion_vectors:
-                self.vector_positions.append(pa.table({
-                    "file_path": part.column(DELETE_FILE_COLUMN), "pos": part.column(DELETE_POS_COLUMN),
-                    "ordinal": pa.array(np.full(part.num_rows, ordinal, np.int32))}))
+                self.vector_positions.append(
+                    pa.table(
+                        {
+                            "file_path": part.column(DELETE_FILE_COLUMN),
+                            "pos": part.column(DELETE_POS_COLUMN),
+                            "ordinal": pa.array(np.full(part.num_rows, ordinal, np.int32)),
+                        }
+                    )
+                )
                 continue
             writer = self.position_deletes.get(ordinal)
             if writer is None:
                 spec_id, partition = self.plan.partitions[ordinal]
                 writer = self.position_deletes[ordinal] = PositionDeleteWriter(
-                    self.io, self.task.data_location, self.schema, self.specs[spec_id], partition,
-                    file_name_factory=self.names, **self.task.writer.for_deletes())
-            writer.write(pa.record_batch({"file_path": part.column(DELETE_FILE_COLUMN),
-                                          "pos": part.column(DELETE_POS_COLUMN)}))
+                    self.io,
+                    self.task.data_location,
+                    self.schema,
+                    self.specs[spec_id],
+                    partition,
+                    file_name_factory=self.names,
+                    **self.task.writer.for_deletes(),
+                )
+            writer.write(
+                pa.record_batch({"file_path": part.column(DELETE_FILE_COLUMN), "pos": part.column(DELETE_POS_COLUMN)})
+            )
 
     def finish_indexed(self) -> tuple[list[DataFile], list[DataFile], dict[int, pa.Table]]:
         """The data files, the position delete files and the index entries per bucket."""
@@ -464,7 +505,9 @@ def write_indexed(batches: Iterator[pa.RecordBatch], task: WriteTask, plan: Inde
     (data, deletes, entries), stats = write_all(batches, writer, writer.finish_indexed)
     yield written_batch(data, deletes, writer.deleted_keys)
     if writer.referenced:
-        yield written_rows([REFERENCED], [json.dumps(sorted(writer.referenced)).encode()], [len(writer.referenced)], [0])
+        yield written_rows(
+            [REFERENCED], [json.dumps(sorted(writer.referenced)).encode()], [len(writer.referenced)], [0]
+        )
     if writer.vector_positions:
         positions = pa.concat_tables(writer.vector_positions)
         yield written_rows([DV_POSITIONS], [_ipc(positions)], [positions.num_rows], [0])
@@ -527,7 +570,9 @@ def _ipc(table: pa.Table) -> bytes:
 # ---------------------------------------------------------------------------
 
 
-def write_batch_vectors(io: FileIO, start: IndexStart, rows: pa.Table, location: str) -> tuple[list[DataFile], list[DataFile]]:
+def write_batch_vectors(
+    io: FileIO, start: IndexStart, rows: pa.Table, location: str
+) -> tuple[list[DataFile], list[DataFile]]:
     """The batch's deletion vectors, one per data file it deletes from, each merged with the file's
     existing DV or position deletes: written as one Puffin file under ``location``; the DVs and
     the delete files they replace (the commit removes those).
@@ -536,8 +581,11 @@ def write_batch_vectors(io: FileIO, start: IndexStart, rows: pa.Table, location:
     tasks deleted from it (an unpartitioned table's lookup tasks split by key,
     not by file).
     """
-    parts = [pa.ipc.open_stream(p).read_all() for k, p in
-             zip(rows.column("kind").to_pylist(), rows.column("payload").to_pylist()) if k == DV_POSITIONS]
+    parts = [
+        pa.ipc.open_stream(p).read_all()
+        for k, p in zip(rows.column("kind").to_pylist(), rows.column("payload").to_pylist())
+        if k == DV_POSITIONS
+    ]
     if not parts:
         return [], []
     deleted = pa.concat_tables(parts)
@@ -618,7 +666,7 @@ def _take_entries(batch: pa.RecordBatch, entries: dict[int, list[pa.Table]]) -> 
     return batch.filter(pc.invert(is_entries))
 
 
-def _segment_rows(entries: dict[int, list[pa.Table]], plan: IndexPlan, threads: int = 1) -> Optional[pa.RecordBatch]:
+def _segment_rows(entries: dict[int, list[pa.Table]], plan: IndexPlan, threads: int = 1) -> pa.RecordBatch | None:
     """Write each bucket's segment (``threads`` buckets at a time); one ``index_segment`` row per bucket
     (None: no entries)."""
     if not entries:
@@ -637,6 +685,10 @@ def _segment_rows(entries: dict[int, list[pa.Table]], plan: IndexPlan, threads: 
             changes = list(pool.map(write, buckets))
     else:
         changes = [write(bucket) for bucket in buckets]
-    return written_rows([INDEX_SEGMENT] * len(buckets), [pickle.dumps(written) for written in changes],
-                        [change.segment.rows for change, _ in changes],
-                        [change.segment.size_bytes for change, _ in changes], buckets)
+    return written_rows(
+        [INDEX_SEGMENT] * len(buckets),
+        [pickle.dumps(written) for written in changes],
+        [change.segment.rows for change, _ in changes],
+        [change.segment.size_bytes for change, _ in changes],
+        buckets,
+    )

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import json
 import pickle
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -52,8 +53,13 @@ DATA, EQUALITY_DELETES, DELETED_KEYS, STATS = "data", "equality_deletes", "delet
 POSITION_DELETES = "position_deletes"
 DELETION_VECTORS = "deletion_vectors"  # a metrics label: the Puffin files of a v3 batch's DVs
 WRITTEN_SCHEMA = pa.schema(
-    [("kind", pa.string()), ("payload", pa.binary()), ("records", pa.int64()), ("bytes", pa.int64()),
-     ("bucket", pa.int32())]
+    [
+        ("kind", pa.string()),
+        ("payload", pa.binary()),
+        ("records", pa.int64()),
+        ("bytes", pa.int64()),
+        ("bucket", pa.int32()),
+    ]
 )
 """One row per written file (``payload`` is the pickled ``DataFile``), one
 ``deleted_keys`` row per task counting the keys it deleted, and the ``stats``
@@ -82,8 +88,8 @@ class WriteTask:
     delete_spec: str = ""
     keyed_deletes: bool = False
     clustered: bool = False
-    writer: WriterOptions = WriterOptions()
-    sort_order_id: Optional[int] = None
+    writer: WriterOptions = field(default_factory=WriterOptions)
+    sort_order_id: int | None = None
 
     @classmethod
     def for_table(
@@ -142,17 +148,39 @@ class TaskWriter:
         self.spec = partition_spec_from_json(json.loads(task.spec))
         self.deleted_keys = 0
         data_options = task.writer.for_data()
-        self.data = PartitionedWriter(self.schema, self.spec, lambda p: DataFileWriter(
-            io, task.data_location, self.schema, self.spec, p,
-            file_name_factory=names, sort_order_id=task.sort_order_id, **data_options))
-        self.delete_schema: Optional[Schema] = None
+        self.data = PartitionedWriter(
+            self.schema,
+            self.spec,
+            lambda p: DataFileWriter(
+                io,
+                task.data_location,
+                self.schema,
+                self.spec,
+                p,
+                file_name_factory=names,
+                sort_order_id=task.sort_order_id,
+                **data_options,
+            ),
+        )
+        self.delete_schema: Schema | None = None
         if task.equality_ids:
             self.delete_schema = self.schema.project(task.equality_ids)
             delete_spec = partition_spec_from_json(json.loads(task.delete_spec))
             delete_options = task.writer.for_deletes()
-            self.deletes = PartitionedWriter(self.delete_schema, delete_spec, lambda p: EqualityDeleteWriter(
-                io, task.data_location, self.schema, delete_spec, p, task.equality_ids,
-                file_name_factory=names, **delete_options))
+            self.deletes = PartitionedWriter(
+                self.delete_schema,
+                delete_spec,
+                lambda p: EqualityDeleteWriter(
+                    io,
+                    task.data_location,
+                    self.schema,
+                    delete_spec,
+                    p,
+                    task.equality_ids,
+                    file_name_factory=names,
+                    **delete_options,
+                ),
+            )
 
     def write(self, batch: pa.RecordBatch) -> None:
         """Write a batch of transport rows: upserts' images as data, every touched key as a delete."""
@@ -260,13 +288,23 @@ def stats_batch(payloads: Sequence[bytes]) -> pa.RecordBatch:
     return written_rows([STATS] * n, payloads, [0] * n, [0] * n)
 
 
-def written_rows(kinds: Sequence[str], payloads: Sequence[bytes], records: Sequence[int], sizes: Sequence[int],
-                 buckets: Optional[Sequence[Optional[int]]] = None) -> pa.RecordBatch:
+def written_rows(
+    kinds: Sequence[str],
+    payloads: Sequence[bytes],
+    records: Sequence[int],
+    sizes: Sequence[int],
+    buckets: Sequence[int | None] | None = None,
+) -> pa.RecordBatch:
     """Rows of :data:`WRITTEN_SCHEMA`."""
     n = len(kinds)
     return pa.RecordBatch.from_arrays(
-        [pa.array(kinds, pa.string()), pa.array(payloads, pa.binary()), pa.array(records, pa.int64()),
-         pa.array(sizes, pa.int64()), pa.array(buckets if buckets is not None else [None] * n, pa.int32())],
+        [
+            pa.array(kinds, pa.string()),
+            pa.array(payloads, pa.binary()),
+            pa.array(records, pa.int64()),
+            pa.array(sizes, pa.int64()),
+            pa.array(buckets if buckets is not None else [None] * n, pa.int32()),
+        ],
         schema=WRITTEN_SCHEMA,
     )
 
@@ -301,8 +339,9 @@ def read_written(rows: pa.Table) -> BatchFiles:
     data: list[DataFile] = []
     deletes: list[DataFile] = []
     deleted = 0
-    for kind, payload, records in zip(rows.column("kind").to_pylist(), rows.column("payload").to_pylist(),
-                                      rows.column("records").to_pylist()):
+    for kind, payload, records in zip(
+        rows.column("kind").to_pylist(), rows.column("payload").to_pylist(), rows.column("records").to_pylist()
+    ):
         if kind == DELETED_KEYS:
             deleted += records
         elif kind == DATA:
@@ -324,8 +363,10 @@ def file_counts(files: BatchFiles) -> Mapping[str, tuple[int, int]]:
     A v3 batch's deletion vectors share Puffin files, and each DV's entry carries its Puffin file's whole size:
     they count once per Puffin file, under their own label, never as position delete files."""
     counts = {DATA: (len(files.data_files), files.bytes(DataFileContent.DATA))}
-    for kind, content in ((EQUALITY_DELETES, DataFileContent.EQUALITY_DELETES),
-                          (POSITION_DELETES, DataFileContent.POSITION_DELETES)):
+    for kind, content in (
+        (EQUALITY_DELETES, DataFileContent.EQUALITY_DELETES),
+        (POSITION_DELETES, DataFileContent.POSITION_DELETES),
+    ):
         of_kind = [f for f in files.delete_files if f.content == content and not f.is_deletion_vector]
         counts[kind] = (len(of_kind), sum(f.file_size_in_bytes for f in of_kind))
     puffins = {f.file_path: f.file_size_in_bytes for f in files.delete_files if f.is_deletion_vector}

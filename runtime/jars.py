@@ -31,8 +31,7 @@ def jar_set_dir(name: str) -> Path:
     folder = jars_root() / name
     if not (folder / ".complete").exists():
         raise JarsMissingError(
-            f"jar set {name!r} is missing at {folder}: run 'make jars' "
-            f"(or deploy/fetch-jars.sh {jars_root()} {name})"
+            f"jar set {name!r} is missing at {folder}: run 'make jars' (or deploy/fetch-jars.sh {jars_root()} {name})"
         )
     return folder
 

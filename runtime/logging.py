@@ -27,8 +27,9 @@ import logging
 import re
 import sys
 import traceback
-from datetime import datetime, timezone
-from typing import Any, Mapping, Optional, TextIO, Union
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, TextIO
 
 MASK = "***"
 
@@ -36,8 +37,17 @@ MASK = "***"
 # expressions without backslashes (Spark's log4j2 configuration, a .properties
 # file, uses them too).
 SECRET_WORDS = (
-    "password", "passwd", "passphrase", "secret", "token", "credential", "jaas",
-    "api[_.-]?key", "private[_.-]?key", "keystore[_.-]?key", "authorization",
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "token",
+    "credential",
+    "jaas",
+    "api[_.-]?key",
+    "private[_.-]?key",
+    "keystore[_.-]?key",
+    "authorization",
 )
 # Keys whose values are secrets, matched after lowercasing and turning "." and
 # "-" into "_": "sasl.jaas.config", "ssl.key.password", "FLOE_CATALOG__PASSWORD".
@@ -45,7 +55,7 @@ _SECRET_KEY = re.compile("|".join(SECRET_WORDS))
 # key=value pairs, and key: "value" pairs (JSON, Python reprs), in free text
 # whose key is secret. An unquoted value after ":" is left alone, so that
 # messages like "catalog.password: expected a string" stay readable.
-_SECRET_NAME = rf"""["']?[\w.\-]*(?:{'|'.join(SECRET_WORDS)})[\w.\-]*["']?"""
+_SECRET_NAME = rf"""["']?[\w.\-]*(?:{"|".join(SECRET_WORDS)})[\w.\-]*["']?"""
 _SECRET_PAIR = re.compile(
     rf"""(?P<key>{_SECRET_NAME})"""
     r"""(?:(?P<sep>\s*=\s*)(?P<value>"[^"]*"|'[^']*'|[^\s,;&}\]]+)"""
@@ -86,7 +96,7 @@ def _mask_pair(match: re.Match[str]) -> str:
     return f"{match['key']}{separator}{quote}{MASK}{quote}"
 
 
-def redact(value: Any, key: Optional[str] = None) -> Any:
+def redact(value: Any, key: str | None = None) -> Any:
     """A copy of ``value`` (nested dicts, lists, strings) with every secret masked.
 
     ``key`` is the name the value is stored under; a secret key masks the
@@ -134,12 +144,24 @@ class RedactionFilter(logging.Filter):
 
 
 # A line of a Python traceback's tail: ``package.module.SomeError: message``.
-_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)): (?P<text>.+)$")
+_EXCEPTION_LINE = re.compile(
+    r"^(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)): (?P<text>.+)$"
+)
 # Exceptions that only wrap the cause on its way through Spark and py4j.
-_WRAPPERS = frozenset({
-    "Py4JJavaError", "PythonException", "StreamingQueryException", "SparkException", "SparkRuntimeException",
-    "IllegalStateException", "RuntimeException", "ExecutionException", "CapturedException", "Py4JError",
-})
+_WRAPPERS = frozenset(
+    {
+        "Py4JJavaError",
+        "PythonException",
+        "StreamingQueryException",
+        "SparkException",
+        "SparkRuntimeException",
+        "IllegalStateException",
+        "RuntimeException",
+        "ExecutionException",
+        "CapturedException",
+        "Py4JError",
+    }
+)
 _SUMMARY_CHARS = 500
 
 
@@ -184,14 +206,14 @@ def _output_fields(record: logging.LogRecord) -> dict[str, Any]:
     return fields
 
 
-def _record_error(record: logging.LogRecord) -> Optional[str]:
+def _record_error(record: logging.LogRecord) -> str | None:
     summary = getattr(record, "floe_error", None)
     if summary is None and record.exc_info and record.exc_info[1] is not None:
         summary = summarize_error(record.exc_info[1])
     return None if summary is None else redact_text(str(summary))
 
 
-def _record_traceback(record: logging.LogRecord) -> Optional[str]:
+def _record_traceback(record: logging.LogRecord) -> str | None:
     text = record.exc_text or (
         "".join(traceback.format_exception(*record.exc_info)).rstrip() if record.exc_info else None
     )
@@ -253,7 +275,7 @@ LOG_FORMATS = ("auto", "text", "json")
 
 def _timestamp(created: float) -> str:
     """RFC 3339 UTC with milliseconds, the form log stores index directly."""
-    moment = datetime.fromtimestamp(created, tz=timezone.utc)
+    moment = datetime.fromtimestamp(created, tz=UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
@@ -273,7 +295,7 @@ class LogSettingError(ValueError):
 
 
 def configure_logging(
-    level: Union[str, int] = "INFO", stream: Optional[TextIO] = None, log_format: LogFormat = "auto"
+    level: str | int = "INFO", stream: TextIO | None = None, log_format: LogFormat = "auto"
 ) -> logging.Handler:
     """Send every log record, redacted, to ``stream`` (default stderr) in ``log_format``.
 
@@ -316,7 +338,7 @@ def _wants_text(log_format: LogFormat, stream: TextIO) -> bool:
     return bool(isatty and isatty())
 
 
-def _level(level: Union[str, int]) -> int:
+def _level(level: str | int) -> int:
     if isinstance(level, int):
         return level
     if level.strip().upper() not in LOG_LEVELS:

@@ -6,9 +6,8 @@ and no setting moves it. Python never writes bytecode into a zip, so each such
 process compiles every pyspark module it imports from source. For the planner
 process that Spark starts per streaming query of a Python data source (Floe's
 Kafka source), importing ``pyspark.sql.streaming.python_streaming_source_runner``
-took 0.51 s from the zip as shipped, against 0.24 s with bytecode beside the
-sources (measured on the development machine): a query's start, before its
-first batch.
+from the zip as shipped takes about twice as long as with bytecode beside the
+sources (docs/performance.md): a query's start, before its first batch.
 
 :func:`precompile` adds, next to each ``x.py`` in the archive, an ``x.pyc``
 that ``zipimport`` loads instead of compiling. Each is a *checked hash-based*
@@ -34,7 +33,6 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Optional
 
 _CHECKED_HASH_PYC = 0b11
 """PEP 552 flags: hash-based, and checked against the source on every import."""
@@ -89,7 +87,7 @@ def _holds_current_bytecode(archive: zipfile.ZipFile, entries: list[zipfile.ZipI
         return pyc.read(4) == importlib.util.MAGIC_NUMBER
 
 
-def installed_archive() -> Optional[Path]:
+def installed_archive() -> Path | None:
     """The ``pyspark.zip`` that Spark puts on its Python processes' path, if pyspark ships one."""
     spec = importlib.util.find_spec("pyspark")
     if spec is None or not spec.submodule_search_locations:

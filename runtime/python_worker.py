@@ -8,10 +8,9 @@ entries), py4j's zip and spark-core's jar. There is one importer per package
 imported from them, 16 in a Floe task, so the same directories are read again
 and again.
 
-Measured on the development machine, this cost 0.18 s per task. It is paid in
-each Python worker of the task, and a task of Floe's Kafka source has two: the
-source's reader and the Arrow map. That was more than the whole work of a
-5,000-record task, and most of a 1-second trigger's batch.
+It is paid in each Python worker of the task, and a task of Floe's Kafka
+source has two: the source's reader and the Arrow map. That was more than the
+whole work of a small task (docs/performance.md).
 
 An archive's directory can only be stale if the archive changed on disk.
 :func:`skip_unchanged_archive_rereads` makes each importer re-read only then,
@@ -25,7 +24,8 @@ from __future__ import annotations
 
 import os
 import zipimport
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 _ORIGINAL: Callable[[Any], None] = zipimport.zipimporter.invalidate_caches
 _STAMP = "_floe_archive_stamp"
@@ -34,7 +34,7 @@ _STAMP = "_floe_archive_stamp"
 def skip_unchanged_archive_rereads() -> None:
     """Let zip importers skip the re-read when their archive is unchanged (once per process)."""
     if zipimport.zipimporter.invalidate_caches is not _invalidate_if_changed:
-        zipimport.zipimporter.invalidate_caches = _invalidate_if_changed  # type: ignore[method-assign]
+        zipimport.zipimporter.invalidate_caches = _invalidate_if_changed  # type: ignore[method-assign,assignment]  # patched once per process, on purpose
 
 
 def _invalidate_if_changed(importer: Any) -> None:
@@ -44,7 +44,7 @@ def _invalidate_if_changed(importer: Any) -> None:
         setattr(importer, _STAMP, stamp)
 
 
-def archive_stamp(path: str) -> Optional[tuple[int, int]]:
+def archive_stamp(path: str) -> tuple[int, int] | None:
     """(modification time in ns, size) of the archive, or None when it cannot be read."""
     try:
         status = os.stat(path)

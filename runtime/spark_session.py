@@ -21,9 +21,10 @@ import stat
 import sys
 import tempfile
 import threading
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional
+from typing import Any
 
 from runtime.jars import jar_paths
 from runtime.logging import MASK, SECRET_WORDS
@@ -124,7 +125,9 @@ def _layout(debug: bool, json_lines: bool) -> list[str]:
     error = _redacted(_first_line("%ex{short.message}"))
     trace = _redacted("%ex")
     if json_lines:
-        fields = f'"ts": "{timestamp}", "level": "%p", "logger": "spark.%c{{1}}", "message": "%enc{{{message}}}{{JSON}}"'
+        fields = (
+            f'"ts": "{timestamp}", "level": "%p", "logger": "spark.%c{{1}}", "message": "%enc{{{message}}}{{JSON}}"'
+        )
         optional = f'%notEmpty{{, "error": "%enc{{{error}}}{{JSON}}"}}'
         if debug:
             optional += f'%notEmpty{{, "exception": "%enc{{{trace}}}{{JSON}}"}}'
@@ -132,9 +135,11 @@ def _layout(debug: bool, json_lines: bool) -> list[str]:
     else:
         tail = f"%n{trace}" if debug else "%n"
         pattern = f"{timestamp} %-7p spark.%c{{1}}: %enc{{{message}}}{{CRLF}}%notEmpty{{  error: {error}}}{tail}"
-    return ["appender.stderr.layout.type = PatternLayout",
-            f"appender.stderr.layout.pattern = {pattern}",
-            "appender.stderr.layout.alwaysWriteExceptions = false"]
+    return [
+        "appender.stderr.layout.type = PatternLayout",
+        f"appender.stderr.layout.pattern = {pattern}",
+        "appender.stderr.layout.alwaysWriteExceptions = false",
+    ]
 
 
 def _redacted(pattern: str) -> str:
@@ -188,7 +193,7 @@ def _floe_log_style() -> tuple[bool, bool]:
 
 def build_spark_session(
     app_name: str,
-    conf: Optional[Mapping[str, str]] = None,
+    conf: Mapping[str, str] | None = None,
     extra_jars: tuple[str, ...] = (),
 ):  # -> pyspark.sql.SparkSession (imported lazily: pyspark is heavy)
     """A SparkSession with the Kafka source on its classpath, logging as Floe does."""
@@ -235,7 +240,7 @@ def _get_or_create_shielded(builder):  # -> pyspark.sql.SparkSession
     thread.start()
     thread.join()
     if "error" in outcome:
-        raise outcome["error"]  # type: ignore[misc]
+        raise outcome["error"]
     return outcome["session"]
 
 
@@ -259,14 +264,14 @@ def _gateway_ignoring_stop_signals() -> Iterator[None]:
         def popen(*args: Any, **kwargs: Any) -> Any:
             return original(*args, **{**kwargs, "preexec_fn": _also_ignoring_stop_signals(kwargs.get("preexec_fn"))})
 
-        java_gateway.Popen = popen
+        java_gateway.Popen = popen  # type: ignore[misc,assignment]  # py4j's launcher, patched for this launch only
         try:
             yield
         finally:
-            java_gateway.Popen = original
+            java_gateway.Popen = original  # type: ignore[misc]  # put back as it was
 
 
-def _also_ignoring_stop_signals(preexec: Optional[Callable[[], None]]) -> Callable[[], None]:
+def _also_ignoring_stop_signals(preexec: Callable[[], None] | None) -> Callable[[], None]:
     def run() -> None:
         if preexec is not None:
             preexec()
@@ -350,8 +355,11 @@ def verify_executors(session, timeout_s: float = 120.0) -> list[str]:
     try:
         results = context.parallelize(range(slots), slots).map(probe).collect()
     except Exception as error:  # noqa: BLE001 - any failure here means the executors are not usable
-        raise ExecutorSetupError(_executor_advice(f"the check job failed or no executor started within "
-                                                  f"{timeout_s:.0f}s ({_first_line_of(error)})")) from None
+        raise ExecutorSetupError(
+            _executor_advice(
+                f"the check job failed or no executor started within {timeout_s:.0f}s ({_first_line_of(error)})"
+            )
+        ) from None
     finally:
         timer.cancel()
         context.removeJobTag(_EXECUTOR_CHECK_TAG)
@@ -362,9 +370,11 @@ def verify_executors(session, timeout_s: float = 120.0) -> list[str]:
 
 
 def _executor_advice(problem: str) -> str:
-    return (f"Spark executors cannot run Floe ({problem}); use the Floe image as the executor image "
-            "(Kubernetes), install Floe in the same Python on every worker (spark.pyspark.python), or set "
-            "spark.ship_floe: true when the workers have Floe's dependencies (docs/spark-clusters.md)")
+    return (
+        f"Spark executors cannot run Floe ({problem}); use the Floe image as the executor image "
+        "(Kubernetes), install Floe in the same Python on every worker (spark.pyspark.python), or set "
+        "spark.ship_floe: true when the workers have Floe's dependencies (docs/spark-clusters.md)"
+    )
 
 
 def _first_line_of(error: BaseException) -> str:

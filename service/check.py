@@ -11,16 +11,17 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from commit.catalog import Catalog
 from commit.errors import NoSuchCatalog
 from commit.identifiers import to_table_identifier
-from ingest.table_diff import kept_columns
 from ingest.kafka_source.outage import in_words, kafka_error
 from ingest.kafka_source.watermarks import TopicsNotFound
+from ingest.table_diff import kept_columns
 from ingest.table_setup import TableMismatchError, TablePropertyError, check_table, needs_unpartitioned_spec
 from runtime.logging import redact_text, summarize_error
 from runtime.spark_session import local_cores
@@ -77,7 +78,7 @@ def _kafka_probe(config: FloeConfig, timeout_s: float, topics: bool) -> str:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    settings = {"bootstrap.servers": ",".join(config.kafka.bootstrap_servers), "log_level": 0}
+    settings: dict[str, Any] = {"bootstrap.servers": ",".join(config.kafka.bootstrap_servers), "log_level": 0}
     settings.update(config.kafka.security.librdkafka_properties())
     try:
         metadata = AdminClient(settings).list_topics(timeout=timeout_s)
@@ -97,6 +98,7 @@ def require_kafka(config: FloeConfig, timeout_s: float = 10.0) -> None:
     """Fail fast, with ``floe check``'s own words, when no broker answers or a configured topic does not
     exist: before anything is created, on either source (Spark's refuses a missing topic; Floe's would
     read nothing from it)."""
+    failure: Exception
     try:
         _kafka_probe(config, timeout_s, topics=True)
         return
@@ -104,8 +106,9 @@ def require_kafka(config: FloeConfig, timeout_s: float = 10.0) -> None:
         failure, advice = missing, "create them, or correct tables[].topics"
     except Exception as error:  # noqa: BLE001 - every failure of the probe refuses the start, in one line
         failure, advice = error, "check kafka.bootstrap_servers and that the brokers are up"
-    raise CommandError(f"{_kafka_name(config)}: {_kafka_failure(failure)}; {advice} "
-                       "('floe check' runs the same probe)") from failure
+    raise CommandError(
+        f"{_kafka_name(config)}: {_kafka_failure(failure)}; {advice} ('floe check' runs the same probe)"
+    ) from failure
 
 
 def check_catalog(config: FloeConfig) -> CheckResult:
@@ -124,8 +127,10 @@ def check_warehouse(config: FloeConfig) -> CheckResult:
     def probe() -> str:
         if config.catalog.type == "rest" and config.catalog.access_delegation is not None:
             # The keys come with each table; this process may hold none for the warehouse itself.
-            return f"not probed: the REST catalog vends storage credentials ({config.catalog.access_delegation})" \
+            return (
+                f"not probed: the REST catalog vends storage credentials ({config.catalog.access_delegation})"
                 + _store_detail(config.catalog.warehouse)
+            )
         io = FileIO.for_location(config.catalog.warehouse)
         path = f"{config.catalog.warehouse.rstrip('/')}/.floe-check-{uuid.uuid4().hex}"
         io.write_bytes(path, b"floe check")
@@ -174,9 +179,9 @@ def _compactor_spark(config: FloeConfig) -> list[CheckResult]:
 def _master_address(master: str) -> tuple[str, int]:
     """The first master's host and port: ``spark://h:7077[,h2:7077]`` or ``k8s://https://h[:443]``."""
     if master.startswith("k8s://"):
-        parts = urlsplit(master[len("k8s://"):])
+        parts = urlsplit(master[len("k8s://") :])
         return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
-    first = master[len("spark://"):].split(",")[0]
+    first = master[len("spark://") :].split(",")[0]
     host, _, port = first.rpartition(":")
     return (host, int(port)) if host else (first, 7077)
 
@@ -228,5 +233,11 @@ def _table_plan(catalog: Catalog, table: TableConfig) -> str:
 
 
 def run_checks(config: FloeConfig) -> list[CheckResult]:
-    return [check_kafka(config), check_spark(config.spark, "spark"), *_compactor_spark(config),
-            check_catalog(config), check_warehouse(config), *check_tables(config)]
+    return [
+        check_kafka(config),
+        check_spark(config.spark, "spark"),
+        *_compactor_spark(config),
+        check_catalog(config),
+        check_warehouse(config),
+        *check_tables(config),
+    ]

@@ -20,8 +20,9 @@ import select
 import sys
 import tempfile
 import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED = 0, 1, 2, 3
 EXIT_CLOSED_PIPE = 128 + 13  # as a process killed by SIGPIPE: the reader of the output went away
@@ -105,8 +106,12 @@ def _upgrade(catalog: Any, identifier: str, version: int) -> int:
     after = upgrade_format_version(catalog, identifier, version)
     if before == after.format_version:
         return _print([f"table {identifier} is already at format version {before}"])
-    return _print([f"upgraded table {identifier} from format version {before} to {after.format_version} "
-                   f"(next-row-id {after.next_row_id}); its position delete files stay valid until compaction"])
+    return _print(
+        [
+            f"upgraded table {identifier} from format version {before} to {after.format_version} "
+            f"(next-row-id {after.next_row_id}); its position delete files stay valid until compaction"
+        ]
+    )
 
 
 def _rewrite_position_deletes(catalog: Any, identifier: str) -> int:
@@ -116,9 +121,13 @@ def _rewrite_position_deletes(catalog: Any, identifier: str) -> int:
     result = rewrite_position_deletes(catalog, identifier)
     if result.snapshot_id is None:
         return _print([f"table {identifier} has no position delete files to rewrite"])
-    return _print([f"wrote {result.vectors} deletion vectors; removed {result.removed_position_deletes} position "
-                   f"delete files, kept {result.kept_position_deletes} (they name data files without a DV); "
-                   f"snapshot {result.snapshot_id}"])
+    return _print(
+        [
+            f"wrote {result.vectors} deletion vectors; removed {result.removed_position_deletes} position "
+            f"delete files, kept {result.kept_position_deletes} (they name data files without a DV); "
+            f"snapshot {result.snapshot_id}"
+        ]
+    )
 
 
 def _known_columns(args: argparse.Namespace, metadata: Any) -> tuple[str, ...]:
@@ -135,7 +144,7 @@ def _known_columns(args: argparse.Namespace, metadata: Any) -> tuple[str, ...]:
     return columns
 
 
-def _columns(given: Optional[list[str]]) -> tuple[str, ...]:
+def _columns(given: list[str] | None) -> tuple[str, ...]:
     """``--columns a,b`` (or repeated): the column names; all when none are given."""
     names = [name.strip() for value in given or () for name in value.split(",") if name.strip()]
     return tuple(names) or ("*",)
@@ -238,8 +247,9 @@ def _catalog_options() -> argparse.ArgumentParser:
 
 def _add_table_commands(commands: argparse._SubParsersAction) -> None:
     catalog = _catalog_options()
-    table = commands.add_parser("table", parents=[catalog],
-                                help="inspect a table: list, describe, history, files, scan; upgrade its format")
+    table = commands.add_parser(
+        "table", parents=[catalog], help="inspect a table: list, describe, history, files, scan; upgrade its format"
+    )
     sub = table.add_subparsers(dest="table_command", required=True)
     sub.add_parser("list", parents=[catalog], help="every table in the catalog")
     for name, text in (
@@ -252,13 +262,17 @@ def _add_table_commands(commands: argparse._SubParsersAction) -> None:
         view.add_argument("identifier", help="namespace.table")
         if name == "scan":
             view.add_argument("--limit", type=int, default=20, help="rows to print at most (default: 20)")
-            view.add_argument("--columns", action="append", metavar="A,B",
-                              help="columns to print, comma-separated (default: all)")
+            view.add_argument(
+                "--columns", action="append", metavar="A,B", help="columns to print, comma-separated (default: all)"
+            )
     upgrade = sub.add_parser("upgrade", parents=[catalog], help="upgrade the table's format version (2 to 3)")
     upgrade.add_argument("identifier", help="namespace.table")
     upgrade.add_argument("--format-version", type=int, choices=(3,), required=True, help="the version to upgrade to")
-    rewrite = sub.add_parser("rewrite-position-deletes", parents=[catalog],
-                             help="fold a v3 table's position delete files into deletion vectors")
+    rewrite = sub.add_parser(
+        "rewrite-position-deletes",
+        parents=[catalog],
+        help="fold a v3 table's position delete files into deletion vectors",
+    )
     rewrite.add_argument("identifier", help="namespace.table")
     _name_choices(sub)
     table.set_defaults(func=_table)
@@ -281,26 +295,37 @@ def _add_index_commands(commands: argparse._SubParsersAction) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from service.metrics import floe_version
 
-    parser = argparse.ArgumentParser(prog="floe", description="Land Kafka topics in Apache Iceberg tables (format v2 or v3).")
+    parser = argparse.ArgumentParser(
+        prog="floe", description="Land Kafka topics in Apache Iceberg tables (format v2 or v3)."
+    )
     parser.add_argument("--version", action="version", version=f"floe {floe_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    check = commands.add_parser("check", parents=[_config_option(True)],
-                                help="validate a configuration and reach Kafka, the catalog, the warehouse")
+    check = commands.add_parser(
+        "check",
+        parents=[_config_option(True)],
+        help="validate a configuration and reach Kafka, the catalog, the warehouse",
+    )
     check.add_argument("--show-config", action="store_true", help="print the effective configuration, secrets masked")
     check.set_defaults(func=_check)
 
-    ingest = commands.add_parser("ingest", parents=[_config_option(True)],
-                                 help="run the streaming job: one query per table, until stopped")
-    ingest.add_argument("--skip", action="append", metavar="TOPIC/PARTITION@OFFSET",
-                        help="skip this record, whatever it holds, in every table that reads its topic (repeatable; "
-                             "e.g. the place a 'bad record at orders/0@50' failure names). The batch holding it "
-                             "lands every other record and lists it in its snapshot summary (floe table history). "
-                             "For this run only: tables[].skip_records keeps a skip across restarts")
+    ingest = commands.add_parser(
+        "ingest", parents=[_config_option(True)], help="run the streaming job: one query per table, until stopped"
+    )
+    ingest.add_argument(
+        "--skip",
+        action="append",
+        metavar="TOPIC/PARTITION@OFFSET",
+        help="skip this record, whatever it holds, in every table that reads its topic (repeatable; "
+        "e.g. the place a 'bad record at orders/0@50' failure names). The batch holding it "
+        "lands every other record and lists it in its snapshot summary (floe table history). "
+        "For this run only: tables[].skip_records keeps a skip across restarts",
+    )
     ingest.set_defaults(func=_ingest)
 
-    compact = commands.add_parser("compact", parents=[_config_option(True)],
-                                  help="run the compactor: hourly by default, or one round with --once")
+    compact = commands.add_parser(
+        "compact", parents=[_config_option(True)], help="run the compactor: hourly by default, or one round with --once"
+    )
     compact.add_argument("--once", action="store_true", help="compact every table once, then exit")
     compact.set_defaults(func=_compact)
 
@@ -308,7 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_index_commands(commands)
 
     demo = commands.add_parser("demo", help="run Floe on embedded defaults (local Kafka, SQLite catalog)")
-    demo.add_argument("--work-dir", help="where the demo keeps its broker, catalog and warehouse (default: a new temp dir)")
+    demo.add_argument(
+        "--work-dir", help="where the demo keeps its broker, catalog and warehouse (default: a new temp dir)"
+    )
     demo.add_argument("--duration", type=float, default=60.0, help="seconds of order events to produce (default: 60)")
     demo.add_argument("--rate", type=int, default=200, help="order events per second (default: 200)")
     demo.set_defaults(func=_demo)
@@ -327,7 +354,7 @@ def _name_choices(subcommands: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------------------
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     from runtime.logging import LogSettingError
     from service.config import ConfigError
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Optional
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -78,9 +78,9 @@ def run_compactor(
     config: FloeConfig,
     *,
     once: bool,
-    stop: Optional[threading.Event] = None,
-    registry: Optional[CollectorRegistry] = None,
-    port: Optional[int] = None,
+    stop: threading.Event | None = None,
+    registry: CollectorRegistry | None = None,
+    port: int | None = None,
     spark: Any = None,
 ) -> int:
     """Runs until stopped (or one round with ``once``); the exit code tells how it ended.
@@ -93,8 +93,9 @@ def run_compactor(
     service_metrics = register_service_metrics(registry)
     metrics = CompactionMetrics(registry)
     readiness = CompactorReadiness()
-    server = OpsServer(config.http.host, config.http.compact_port if port is None else port, registry,
-                       setting="http.compact_port")
+    server = OpsServer(
+        config.http.host, config.http.compact_port if port is None else port, registry, setting="http.compact_port"
+    )
     server.add_readiness_check("compactor", readiness)
     apply_storage(config)
     use_spark = config.compaction.executor == "spark"
@@ -116,8 +117,7 @@ def run_compactor(
                 code = EXIT_INTERRUPTED if stop.is_set() else EXIT_OK
         finally:
             service_metrics.mark_down("compact")
-            if owned:
+            if owned and session is not None:
                 session.stop()
     log.info("compactor stopped", extra={"exit_code": code})
     return code
-

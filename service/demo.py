@@ -22,10 +22,11 @@ import shlex
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import yaml
 from prometheus_client import CollectorRegistry
@@ -86,8 +87,13 @@ class OrderEvents:
     def _create(self, now_s: float) -> tuple[int, dict[str, Any]]:
         order_id, self._next_id = self._next_id, self._next_id + 1
         amount = Decimal(self._rng.randrange(500, 50_000)) / 100
-        row = {"order_id": order_id, "customer_id": self._rng.randrange(1, 500), "status": "placed",
-               "amount": str(amount), "created_at": _iso(now_s)}
+        row = {
+            "order_id": order_id,
+            "customer_id": self._rng.randrange(1, 500),
+            "status": "placed",
+            "amount": str(amount),
+            "created_at": _iso(now_s),
+        }
         self._open[order_id] = row
         return order_id, {"op": "c", **row}
 
@@ -103,13 +109,19 @@ def _iso(epoch_s: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch_s)) + f".{int(epoch_s * 1000) % 1000:03d}Z"
 
 
-def produce_for(bootstrap: str, options: DemoOptions, stop: Any,
-                report: Callable[[int], None]) -> int:
+def produce_for(bootstrap: str, options: DemoOptions, stop: Any, report: Callable[[int], None]) -> int:
     """Produce ``rate`` events a second for ``duration_s`` (or until ``stop``); the count delivered."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 50,
-                         "log_level": 3, "logger": logging.getLogger("floe.librdkafka")})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 50,
+            "log_level": 3,
+            "logger": logging.getLogger("floe.librdkafka"),
+        }
+    )
     events, sent, started = OrderEvents(), 0, time.monotonic()
     while not stop.is_set() and (elapsed := time.monotonic() - started) < options.duration_s:
         due = int(elapsed * options.rate) + 1
@@ -139,25 +151,27 @@ def demo_config(work: Path, bootstrap: str) -> FloeConfig:
         "trigger": {"processing_time": f"{TRIGGER_SECONDS}s"},
         "readiness": {"max_commit_age": "1m"},
         "http": {"host": "127.0.0.1", "ingest_port": 0, "compact_port": 0},
-        "tables": [{
-            "identifier": TABLE,
-            "topics": [TOPIC],
-            "format": "json",
-            "mode": "upsert",
-            "key": ["order_id"],
-            "op": {"field": "op", "insert": ["c", "r"], "update": ["u"], "delete": ["d"]},
-            "schema": [
-                {"name": "order_id", "type": "long", "required": True},
-                {"name": "customer_id", "type": "long"},
-                {"name": "status", "type": "string"},
-                {"name": "amount", "type": "decimal(10,2)"},
-                {"name": "created_at", "type": "timestamptz"},
-                {"name": "kafka_ts", "type": "timestamptz"},
-            ],
-            "metadata_columns": {"kafka_ts": "timestamp"},
-            "partition_spec": ["bucket(4, order_id)"],
-            "sort_order": ["order_id"],
-        }],
+        "tables": [
+            {
+                "identifier": TABLE,
+                "topics": [TOPIC],
+                "format": "json",
+                "mode": "upsert",
+                "key": ["order_id"],
+                "op": {"field": "op", "insert": ["c", "r"], "update": ["u"], "delete": ["d"]},
+                "schema": [
+                    {"name": "order_id", "type": "long", "required": True},
+                    {"name": "customer_id", "type": "long"},
+                    {"name": "status", "type": "string"},
+                    {"name": "amount", "type": "decimal(10,2)"},
+                    {"name": "created_at", "type": "timestamptz"},
+                    {"name": "kafka_ts", "type": "timestamptz"},
+                ],
+                "metadata_columns": {"kafka_ts": "timestamp"},
+                "partition_spec": ["bucket(4, order_id)"],
+                "sort_order": ["order_id"],
+            }
+        ],
         # Rewrite every file in the demo's one compaction cycle, so that it visibly merges a minute's small files
         # and folds their position deletes in (an upsert table Floe creates deletes by position: no equality deletes).
         "compaction": {"rewrite_options": {"min-input-files": "2", "rewrite-all": "true"}},
@@ -178,8 +192,12 @@ def table_stats(config: FloeConfig) -> TableStats:
     current = metadata.current_snapshot()
     summary = dict(current.summary) if current is not None else {}
     rows = TableScan(FileIO.for_location(loaded.metadata_location), metadata).to_arrow().num_rows
-    return TableStats(rows, len(metadata.snapshots), int(summary.get("total-data-files", 0)),
-                      int(summary.get("total-delete-files", 0)))
+    return TableStats(
+        rows,
+        len(metadata.snapshots),
+        int(summary.get("total-data-files", 0)),
+        int(summary.get("total-delete-files", 0)),
+    )
 
 
 def _sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
@@ -187,8 +205,7 @@ def _sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
 
 
 def _gauge_values(registry: CollectorRegistry, name: str) -> list[float]:
-    return [s.value for m in registry.collect() for s in m.samples
-            if s.name == name and s.labels.get("table") == TABLE]
+    return [s.value for m in registry.collect() for s in m.samples if s.name == name and s.labels.get("table") == TABLE]
 
 
 # ---------------------------------------------------------------------------
@@ -211,12 +228,15 @@ class _Progress:
         self._last = now
         r = self._registry
         lag = sum(_gauge_values(r, "floe_ingest_consumer_lag_records"))
-        print(f"floe demo: [{now - self._started:5.0f}s] produced {produced} events; "
-              f"{_sample(r, 'floe_ingest_batches_total', result='committed'):.0f} batches committed, "
-              f"{_sample(r, 'floe_ingest_records_read_total'):.0f} records landed, lag {lag:.0f}", flush=True)
+        print(
+            f"floe demo: [{now - self._started:5.0f}s] produced {produced} events; "
+            f"{_sample(r, 'floe_ingest_batches_total', result='committed'):.0f} batches committed, "
+            f"{_sample(r, 'floe_ingest_records_read_total'):.0f} records landed, lag {lag:.0f}",
+            flush=True,
+        )
 
 
-def run_demo(options: DemoOptions, stop: Optional[threading.Event] = None) -> int:
+def run_demo(options: DemoOptions, stop: threading.Event | None = None) -> int:
     """The demo; 0 when every step ran, 3 when stopped early, 1 when a step failed."""
     from runtime.signals import install_stop_signals
     from service.local_kafka import LocalKafka
@@ -235,8 +255,11 @@ def run_demo(options: DemoOptions, stop: Optional[threading.Event] = None) -> in
         config = demo_config(work, kafka.bootstrap)
         code = _ingest_and_compact(config, kafka.bootstrap, options, stop)
     print("floe demo: local Kafka broker stopped", flush=True)
-    print(f"floe demo: the broker's data, the catalog and the table stay in {work}; "
-          f"remove them with: {removal_command(work, there_before)}", flush=True)
+    print(
+        f"floe demo: the broker's data, the catalog and the table stay in {work}; "
+        f"remove them with: {removal_command(work, there_before)}",
+        flush=True,
+    )
     return code
 
 
@@ -266,7 +289,7 @@ def _ingest_and_compact(config: FloeConfig, bootstrap: str, options: DemoOptions
     def ingest() -> None:
         try:
             outcome["code"] = run_ingest_service(config, stop=ingest_stop, registry=registry, port=0)
-        except Exception:  # noqa: BLE001 - reported as a failed step below
+        except Exception:
             log.exception("the ingest service failed")
         finally:
             ingest_ended.set()
@@ -278,8 +301,11 @@ def _ingest_and_compact(config: FloeConfig, bootstrap: str, options: DemoOptions
     while registry.get_sample_value("floe_up", {"component": "ingest"}) != 1 and not ingest_ended.wait(0.5):
         if stop.is_set():
             break
-    print(f"floe demo: producing about {options.rate} order events/s to {TOPIC} for {options.duration_s:.0f}s; "
-          f"ingesting every {TRIGGER_SECONDS}s into {TABLE}", flush=True)
+    print(
+        f"floe demo: producing about {options.rate} order events/s to {TOPIC} for {options.duration_s:.0f}s; "
+        f"ingesting every {TRIGGER_SECONDS}s into {TABLE}",
+        flush=True,
+    )
     try:
         produced = produce_for(bootstrap, options, _AnyEvent(stop, ingest_ended), progress)
         _wait_caught_up(registry, produced, stop, thread, progress)
@@ -313,8 +339,9 @@ class _AnyEvent:
         return self.is_set()
 
 
-def _wait_caught_up(registry: CollectorRegistry, produced: int, stop: threading.Event,
-                    ingest: threading.Thread, progress: _Progress) -> None:
+def _wait_caught_up(
+    registry: CollectorRegistry, produced: int, stop: threading.Event, ingest: threading.Thread, progress: _Progress
+) -> None:
     """Until ingest has read every produced event (or the user stops, or ingest ends)."""
     print(f"floe demo: produced {produced} events; waiting for ingest to land the rest", flush=True)
     deadline = time.monotonic() + CATCH_UP_SECONDS
@@ -340,8 +367,15 @@ def _compact(config: FloeConfig, stop: threading.Event) -> str:
     return f"{report.result.value}, {len(report.groups)} file groups in {report.duration_s:.1f}s"
 
 
-def _print_summary(produced: int, registry: CollectorRegistry, before: TableStats, after: TableStats,
-                   lag: float, freshness: float, compaction: str) -> None:
+def _print_summary(
+    produced: int,
+    registry: CollectorRegistry,
+    before: TableStats,
+    after: TableStats,
+    lag: float,
+    freshness: float,
+    compaction: str,
+) -> None:
     batches = _sample(registry, "floe_ingest_batches_total", result="committed")
     print("floe demo: summary")
     for label, value in (
@@ -372,31 +406,39 @@ def query_hints(config: FloeConfig, work: Path) -> list[QueryHint]:
     bin_dir = Path(sys.executable).parent
     floe, uri, warehouse = shlex.quote(str(bin_dir / "floe")), config.catalog.uri, config.catalog.warehouse
     hints = [
-        QueryHint("the rows, with Floe", f"{floe} table --catalog-uri {shlex.quote(uri)} --warehouse "
-                                         f"{shlex.quote(warehouse)} scan {TABLE} --limit 5"),
-        QueryHint("the history, with Floe", f"{floe} table --config {shlex.quote(str(work / 'floe.yaml'))} "
-                                            f"history {TABLE}"),
+        QueryHint(
+            "the rows, with Floe",
+            f"{floe} table --catalog-uri {shlex.quote(uri)} --warehouse "
+            f"{shlex.quote(warehouse)} scan {TABLE} --limit 5",
+        ),
+        QueryHint(
+            "the history, with Floe", f"{floe} table --config {shlex.quote(str(work / 'floe.yaml'))} history {TABLE}"
+        ),
     ]
     if importlib.util.find_spec("pyiceberg") is not None:
-        script = (f"from pyiceberg.catalog.sql import SqlCatalog; "
-                  f"catalog = SqlCatalog('floe', uri='{uri}', warehouse='file://{warehouse}'); "
-                  f"print(catalog.load_table('{TABLE}').scan().to_arrow().group_by('status').aggregate([('order_id', 'count')]))")
+        script = (
+            f"from pyiceberg.catalog.sql import SqlCatalog; "
+            f"catalog = SqlCatalog('floe', uri='{uri}', warehouse='file://{warehouse}'); "
+            f"print(catalog.load_table('{TABLE}').scan().to_arrow().group_by('status').aggregate([('order_id', 'count')]))"
+        )
         hints.append(QueryHint("with pyiceberg", f"{shlex.quote(sys.executable)} -c {shlex.quote(script)}"))
     spark_sql = bin_dir / "spark-sql"
     if spark_sql.exists():
         catalog = {
             "spark.sql.catalog.floe": "org.apache.iceberg.spark.SparkCatalog",
             "spark.sql.catalog.floe.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
-            "spark.sql.catalog.floe.uri": f"jdbc:sqlite:{uri[len('sqlite:///'):]}",
+            "spark.sql.catalog.floe.uri": f"jdbc:sqlite:{uri[len('sqlite:///') :]}",
             "spark.sql.catalog.floe.warehouse": warehouse,
         }
         confs = " ".join(f"--conf {k}={shlex.quote(v)}" for k, v in catalog.items())
         query = f"SELECT status, count(*) FROM floe.{TABLE} GROUP BY status"
-        hints.append(QueryHint(
-            "with Spark SQL and Iceberg's runtime",
-            f"cd {shlex.quote(str(work))} && PATH={shlex.quote(str(bin_dir))}:$PATH {shlex.quote(str(spark_sql))} "
-            f"{_iceberg_jars()} {confs} -e {shlex.quote(query)}",
-        ))
+        hints.append(
+            QueryHint(
+                "with Spark SQL and Iceberg's runtime",
+                f"cd {shlex.quote(str(work))} && PATH={shlex.quote(str(bin_dir))}:$PATH {shlex.quote(str(spark_sql))} "
+                f"{_iceberg_jars()} {confs} -e {shlex.quote(query)}",
+            )
+        )
     return hints
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from service.config import render_config_reference
@@ -29,11 +30,16 @@ BLOCKS = {"config-reference": render_config_reference, "metrics-reference": _met
 def render(readme: str) -> str:
     """``readme`` with every generated block replaced by its current content."""
     for name, produce in BLOCKS.items():
-        pattern = re.compile(rf"(<!-- {name}:start -->\n).*?(<!-- {name}:end -->)", re.S)
+        pattern = re.compile(rf"(<!-- {name}:start -->\n).*?(<!-- {name}:end -->)", re.DOTALL)
         if not pattern.search(readme):
             raise ValueError(f"README.md has no '<!-- {name}:start -->' ... '<!-- {name}:end -->' block")
-        readme = pattern.sub(lambda m: m.group(1) + produce().strip() + "\n" + m.group(2), readme)
+        readme = pattern.sub(_between_markers(produce().strip()), readme)
     return readme
+
+
+def _between_markers(content: str) -> Callable[[re.Match[str]], str]:
+    """A replacement that keeps a block's start and end markers around ``content``."""
+    return lambda m: m.group(1) + content + "\n" + m.group(2)
 
 
 def main() -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Optional
 
 from commit.errors import CatalogError, NoSuchCatalog, NoSuchTable
 from ingest.table_setup import TableMismatchError, TablePropertyError
@@ -25,7 +24,8 @@ class CommandError(Exception):
 
 
 _BAD_RECORD = re.compile(
-    r"BadRecordError: (?P<text>table \S+: bad record at (?P<ref>\S+): .*?bad_records policy is 'fail'\))")
+    r"BadRecordError: (?P<text>table \S+: bad record at (?P<ref>\S+): .*?bad_records policy is 'fail'\))"
+)
 
 BAD_RECORD_HINT = (
     "nothing of the batch was committed; to get past the record, skip exactly it (floe ingest --skip {ref}, "
@@ -41,12 +41,16 @@ def explain(error: BaseException) -> str:
     if bad:
         return redact_text(f"{bad['text']}; {BAD_RECORD_HINT.format(ref=bad['ref'])}")
     hint = _hint(error)
-    summary = str(error) if isinstance(error, (CommandError, CatalogError, TableMismatchError, TablePropertyError, PortInUse)) else None
+    summary = (
+        str(error)
+        if isinstance(error, (CommandError, CatalogError, TableMismatchError, TablePropertyError, PortInUse))
+        else None
+    )
     line = summary.splitlines()[0] if summary else summarize_error(error)
     return redact_text(f"{line}; {hint}" if hint else line)
 
 
-def _hint(error: BaseException) -> Optional[str]:
+def _hint(error: BaseException) -> str | None:
     if isinstance(error, NoSuchTable):
         return "'floe table list' shows the tables of the catalog"
     if isinstance(error, NoSuchCatalog):

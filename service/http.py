@@ -21,9 +21,10 @@ import logging
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Optional
+from typing import Any, Self
 
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.exposition import choose_encoder
@@ -120,7 +121,7 @@ class OpsServer:
         host: str = "127.0.0.1",
         port: int = 0,
         registry: CollectorRegistry = REGISTRY,
-        checks: Optional[ReadinessChecks] = None,
+        checks: ReadinessChecks | None = None,
         setting: str = "http port",
     ) -> None:
         """``setting`` names the configuration key of the port, for the message when it is taken."""
@@ -129,8 +130,8 @@ class OpsServer:
         self.requested_port = port
         self.registry = registry
         self.checks = checks or ReadinessChecks()
-        self._server: Optional[ThreadingHTTPServer] = None
-        self._thread: Optional[threading.Thread] = None
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
 
     def add_readiness_check(self, name: str, check: ReadinessCheck) -> None:
         self.checks.add(name, check)
@@ -147,7 +148,7 @@ class OpsServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
-    def start(self) -> "OpsServer":
+    def start(self) -> Self:
         """Bind and serve on a daemon thread; returns once the socket listens."""
         if self._server is not None:
             raise RuntimeError("the ops server is already started")
@@ -176,7 +177,7 @@ class OpsServer:
         if thread is not None:
             thread.join(timeout)
 
-    def __enter__(self) -> "OpsServer":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -199,8 +200,12 @@ class _Server(ThreadingHTTPServer):
         if isinstance(error, (BrokenPipeError, ConnectionResetError)):
             log.debug("an HTTP client went away mid-answer", extra={"client": str(client_address)})
             return
-        log.error("answering an HTTP request failed: %s", summarize_error(error) if error else "unknown",
-                  extra={"client": str(client_address)}, exc_info=error if log.isEnabledFor(logging.DEBUG) else None)
+        log.error(
+            "answering an HTTP request failed: %s",
+            summarize_error(error) if error else "unknown",
+            extra={"client": str(client_address)},
+            exc_info=error if log.isEnabledFor(logging.DEBUG) else None,
+        )
 
 
 def _handler_class(ops: OpsServer) -> type[BaseHTTPRequestHandler]:
@@ -210,7 +215,7 @@ def _handler_class(ops: OpsServer) -> type[BaseHTTPRequestHandler]:
         server_version = "floe"
         sys_version = ""
 
-        def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             routes = {"/metrics": self._metrics, "/healthz": self._healthz, "/readyz": self._readyz}
             route = routes.get(path)
@@ -238,7 +243,7 @@ def _handler_class(ops: OpsServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        def log_message(self, format: str, *args: Any) -> None:
             log.debug("ops http request: " + format, *args)
 
     return Handler

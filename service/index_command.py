@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Iterable, Optional, Sequence
 
 from commit.catalog import Catalog, LoadedTable
 from commit.key_index.manifest import (
@@ -60,13 +60,17 @@ def check_index(catalog: Catalog, identifier: str) -> CheckResult:
     io, metadata = FileIO.for_location(loaded.metadata_location), loaded.metadata
     manifest = current_manifest(io, metadata)
     if manifest is None:
-        raise CommandError(f"table {identifier} has no key index ({KEY_INDEX_PROPERTY} is not set); "
-                           f"build one with 'floe index rebuild {identifier}'")
+        raise CommandError(
+            f"table {identifier} has no key index ({KEY_INDEX_PROPERTY} is not set); "
+            f"build one with 'floe index rebuild {identifier}'"
+        )
     missing = _missing_files(io, manifest)
     problems = list(missing)
     if not describes(manifest, metadata):
-        problems.append(f"the index describes snapshot {manifest.snapshot_id}, not the head {_head_id(metadata)}: "
-                        "snapshots since changed data files (ingest rebuilds it before its next batch)")
+        problems.append(
+            f"the index describes snapshot {manifest.snapshot_id}, not the head {_head_id(metadata)}: "
+            "snapshots since changed data files (ingest rebuilds it before its next batch)"
+        )
     if not missing:  # with a file missing, the comparison would only fail on it
         problems += _compare(io, metadata, manifest, identifier)
     live = None if missing else _live_keys(io, manifest)
@@ -75,12 +79,21 @@ def check_index(catalog: Catalog, identifier: str) -> CheckResult:
 
 def _compare(io: FileIO, metadata: TableMetadata, manifest: IndexManifest, identifier: str) -> list[str]:
     """:func:`index_problems`, logged: it reads every live row's key, which takes a while on a big table."""
-    log.info("checking the key index of %s against the table (reading %s)", identifier,
-             _data_files(metadata), extra={"table": identifier})
+    log.info(
+        "checking the key index of %s against the table (reading %s)",
+        identifier,
+        _data_files(metadata),
+        extra={"table": identifier},
+    )
     started = time.monotonic()
     problems = index_problems(io, metadata, manifest)
-    log.info("checked the key index of %s in %.1f s: %d problem(s)", identifier, time.monotonic() - started,
-             len(problems), extra={"table": identifier})
+    log.info(
+        "checked the key index of %s in %.1f s: %d problem(s)",
+        identifier,
+        time.monotonic() - started,
+        len(problems),
+        extra={"table": identifier},
+    )
     return problems
 
 
@@ -90,8 +103,7 @@ def _missing_files(io: FileIO, manifest: IndexManifest) -> list[str]:
     return [f"index file {path} is missing" for path in paths if not io.exists(path)]
 
 
-def _summary(metadata: TableMetadata, manifest: IndexManifest, live: Optional[int],
-             problems: Sequence[str]) -> list[str]:
+def _summary(metadata: TableMetadata, manifest: IndexManifest, live: int | None, problems: Sequence[str]) -> list[str]:
     """The index at a glance, then each problem (or ``problems: none``)."""
     bases = sum(1 for s in manifest.segments if s.base)
     head = _head_id(metadata)
@@ -157,40 +169,57 @@ def rebuild_index(catalog: Catalog, identifier: str) -> RebuildResult:
     key_ids = _key_ids(metadata, previous, identifier)
     buckets = properties.KEY_INDEX_BUCKETS.read(metadata.properties)
     location = index_location(metadata)
-    log.info("building the key index of %s from the table (reading %s, %d buckets)", identifier,
-             _data_files(metadata), buckets, extra={"table": identifier})
+    log.info(
+        "building the key index of %s from the table (reading %s, %d buckets)",
+        identifier,
+        _data_files(metadata),
+        buckets,
+        extra={"table": identifier},
+    )
     built = build_index(io, metadata, key_ids, buckets, location)
     path, manifest = _commit(catalog, io, identifier, built, location)
     seconds = time.monotonic() - started
-    log.info("rebuilt the key index of %s: %d keys in %.1f s", identifier, manifest.entries, seconds,
-             extra={"table": identifier, "manifest": path})
+    log.info(
+        "rebuilt the key index of %s: %d keys in %.1f s",
+        identifier,
+        manifest.entries,
+        seconds,
+        extra={"table": identifier, "manifest": path},
+    )
     return RebuildResult(identifier, path, manifest, seconds)
 
 
-def _readable_manifest(io: FileIO, metadata: TableMetadata, identifier: str) -> Optional[IndexManifest]:
+def _readable_manifest(io: FileIO, metadata: TableMetadata, identifier: str) -> IndexManifest | None:
     """The current index, or None: an unreadable one is what a rebuild replaces, so it only warns."""
     try:
         return current_manifest(io, metadata)
     except TableError as error:
-        log.warning("the current key index of %s cannot be read (%s); rebuilding from the schema's key",
-                    identifier, error, extra={"table": identifier})
+        log.warning(
+            "the current key index of %s cannot be read (%s); rebuilding from the schema's key",
+            identifier,
+            error,
+            extra={"table": identifier},
+        )
         return None
 
 
-def _key_ids(metadata: TableMetadata, previous: Optional[IndexManifest], identifier: str) -> tuple[int, ...]:
+def _key_ids(metadata: TableMetadata, previous: IndexManifest | None, identifier: str) -> tuple[int, ...]:
     """The current index's key (ingest checks batches against it), else the schema's identifier fields."""
     if previous is not None:
         return previous.key_ids
     key_ids = metadata.schema().identifier_field_ids
     if not key_ids:
-        raise CommandError(f"table {identifier} has neither a key index nor identifier fields, so nothing says "
-                           "which columns are its key; a Floe upsert job builds the index, with its key, "
-                           "at its first batch")
+        raise CommandError(
+            f"table {identifier} has neither a key index nor identifier fields, so nothing says "
+            "which columns are its key; a Floe upsert job builds the index, with its key, "
+            "at its first batch"
+        )
     return tuple(key_ids)
 
 
-def _commit(catalog: Catalog, io: FileIO, identifier: str, built: BuiltIndex,
-            location: str) -> tuple[str, IndexManifest]:
+def _commit(
+    catalog: Catalog, io: FileIO, identifier: str, built: BuiltIndex, location: str
+) -> tuple[str, IndexManifest]:
     """Point the table at the new index; the new files are deleted if that fails for sure.
 
     The replaced index's files are retired, not deleted (an ingest batch in
@@ -198,14 +227,17 @@ def _commit(catalog: Catalog, io: FileIO, identifier: str, built: BuiltIndex,
     period (:func:`commit.key_index.manifest.retire`).
     """
     head = built.snapshot_id
-    manifest, _ = apply_change(empty_manifest(built.manifest.key_ids, built.manifest.buckets, head),
-                               built.change, head)  # type: ignore[arg-type]  # None: a table without snapshots
+    manifest, _ = apply_change(empty_manifest(built.manifest.key_ids, built.manifest.buckets, head), built.change, head)  # type: ignore[arg-type]  # None: a table without snapshots
     files = CommitFiles(io)
     segments = [files.add(p) for p in built.change.paths]
     attempt = _Attempt(io, files, manifest, location, identifier)
     committed = commit_metadata_change(
-        catalog, identifier, attempt.build, lambda metadata: metadata.properties.get(KEY_INDEX_PROPERTY) in attempt.paths,
-        what="key index", files=files,
+        catalog,
+        identifier,
+        attempt.build,
+        lambda metadata: metadata.properties.get(KEY_INDEX_PROPERTY) in attempt.paths,
+        what="key index",
+        files=files,
         keep=lambda done: [done.location, *segments, done.metadata.properties[KEY_INDEX_PROPERTY]],
     )
     if committed is not None:
@@ -218,14 +250,13 @@ class _Attempt:
     """Each attempt's metadata: the property moved to a manifest written for it (the replaced index's
     files retired in it), refused if the head changed data files meanwhile."""
 
-    def __init__(self, io: FileIO, files: CommitFiles, manifest: IndexManifest, location: str,
-                 identifier: str) -> None:
+    def __init__(self, io: FileIO, files: CommitFiles, manifest: IndexManifest, location: str, identifier: str) -> None:
         self.io, self.files, self.manifest, self.location, self.identifier = io, files, manifest, location, identifier
         self.paths: list[str] = []
         self.expired: list[str] = []
         self.written = manifest
 
-    def build(self, loaded: LoadedTable, _attempt: int) -> Optional[TableMetadata]:
+    def build(self, loaded: LoadedTable, _attempt: int) -> TableMetadata | None:
         if not describes(self.manifest, loaded.metadata):
             raise CommandError(
                 f"table {self.identifier} changed data files while the key index was being rebuilt (it read "
@@ -237,8 +268,11 @@ class _Attempt:
         manifest, old = self.manifest, []
         if previous is not None:
             manifest = replace(manifest, retired=previous.retired)
-            old = sorted({s.path for s in previous.segments} | {r.path for r in previous.remaps}
-                         | {loaded.metadata.properties[KEY_INDEX_PROPERTY]})
+            old = sorted(
+                {s.path for s in previous.segments}
+                | {r.path for r in previous.remaps}
+                | {loaded.metadata.properties[KEY_INDEX_PROPERTY]}
+            )
         self.written, self.expired = retire(manifest, old, now_ms())
         path = self.files.add(manifest_path(self.location, self.manifest.snapshot_id or 0))
         write_manifest(self.io, path, self.written)
@@ -251,14 +285,17 @@ def _delete_all(io: FileIO, paths: Iterable[str], identifier: str) -> None:
         try:
             io.delete(path)
         except TableError as error:
-            log.warning("could not delete a retired key index file (an orphan now): %s", error,
-                        extra={"table": identifier, "path": path})
+            log.warning(
+                "could not delete a retired key index file (an orphan now): %s",
+                error,
+                extra={"table": identifier, "path": path},
+            )
 
 
 # ---------------------------------------------------------------------------
 
 
-def _head_id(metadata: TableMetadata) -> Optional[int]:
+def _head_id(metadata: TableMetadata) -> int | None:
     head = metadata.snapshot_for_ref(MAIN_BRANCH)
     return None if head is None else head.snapshot_id
 

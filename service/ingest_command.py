@@ -17,7 +17,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -59,13 +60,18 @@ class IngestReadiness:
     the queries counts as a commit, so a restart begins with a full grace period.
     """
 
-    def __init__(self, registry: CollectorRegistry, tables: Sequence[str], max_commit_age_s: float,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        tables: Sequence[str],
+        max_commit_age_s: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._registry = registry
         self._tables = list(tables)
         self._max_age = max_commit_age_s
         self._clock = clock
-        self._started: Optional[float] = None
+        self._started: float | None = None
 
     def queries_started(self) -> None:
         self._started = self._clock()
@@ -76,9 +82,12 @@ class IngestReadiness:
         problems = [p for p in map(self._problem, self._tables) if p]
         if problems:
             return False, "; ".join(problems)
-        return True, f"{len(self._tables)} queries active; none is late (a commit within {self._max_age:.0f}s, or nothing waiting)"
+        return (
+            True,
+            f"{len(self._tables)} queries active; none is late (a commit within {self._max_age:.0f}s, or nothing waiting)",
+        )
 
-    def _problem(self, table: str) -> Optional[str]:
+    def _problem(self, table: str) -> str | None:
         labels = {"table": table}
         if self._registry.get_sample_value(ACTIVE_METRIC, labels) != 1:
             return f"{table}: query not active"
@@ -96,10 +105,15 @@ class IngestReadiness:
         shown = "unknown" if waiting is None else f"{waiting:.0f}"
         return f"{table}: no commit for {age:.0f}s (max {self._max_age:.0f}s) with {shown} records waiting"
 
-    def _lag(self, table: str) -> Optional[float]:
+    def _lag(self, table: str) -> float | None:
         """The table's consumer lag over all partitions; None before the first probe."""
-        samples = [s.value for m in self._registry.collect() if m.name == LAG_METRIC
-                   for s in m.samples if s.labels.get("table") == table]
+        samples = [
+            s.value
+            for m in self._registry.collect()
+            if m.name == LAG_METRIC
+            for s in m.samples
+            if s.labels.get("table") == table
+        ]
         return sum(samples) if samples else None
 
 
@@ -111,9 +125,9 @@ class IngestReadiness:
 def run_ingest_service(
     config: FloeConfig,
     *,
-    stop: Optional[threading.Event] = None,
-    registry: Optional[CollectorRegistry] = None,
-    port: Optional[int] = None,
+    stop: threading.Event | None = None,
+    registry: CollectorRegistry | None = None,
+    port: int | None = None,
     spark: Any = None,
     skip: Sequence[RecordRef] = (),
 ) -> int:
@@ -131,10 +145,12 @@ def run_ingest_service(
         require_kafka(config)
     service_metrics = register_service_metrics(registry)
     metrics = IngestMetrics(registry)
-    readiness = IngestReadiness(registry, [j.table.identifier for j in jobs],
-                                config.readiness.max_commit_age.total_seconds())
-    server = OpsServer(config.http.host, config.http.ingest_port if port is None else port, registry,
-                       setting="http.ingest_port")
+    readiness = IngestReadiness(
+        registry, [j.table.identifier for j in jobs], config.readiness.max_commit_age.total_seconds()
+    )
+    server = OpsServer(
+        config.http.host, config.http.ingest_port if port is None else port, registry, setting="http.ingest_port"
+    )
     server.add_readiness_check("ingest", readiness)
     with server:
         log.info("ingest starting", extra={"tables": len(jobs), "metrics_url": server.url})
@@ -143,8 +159,15 @@ def run_ingest_service(
     return code
 
 
-def _start_and_run(config: FloeConfig, jobs: list[IngestJob], spark: Any, stop: threading.Event,
-                   metrics: IngestMetrics, readiness: IngestReadiness, service_metrics: Any) -> int:
+def _start_and_run(
+    config: FloeConfig,
+    jobs: list[IngestJob],
+    spark: Any,
+    stop: threading.Event,
+    metrics: IngestMetrics,
+    readiness: IngestReadiness,
+    service_metrics: Any,
+) -> int:
     """Start Spark (unless given one) and run the queries; a stop during start-up starts nothing more."""
     if stop.is_set():
         return _stopped_while_starting()
@@ -163,8 +186,14 @@ def _stopped_while_starting() -> int:
     return EXIT_STOPPED
 
 
-def _run_queries(jobs: list[IngestJob], spark: Any, stop: threading.Event, metrics: IngestMetrics,
-                 readiness: IngestReadiness, service_metrics: Any) -> int:
+def _run_queries(
+    jobs: list[IngestJob],
+    spark: Any,
+    stop: threading.Event,
+    metrics: IngestMetrics,
+    readiness: IngestReadiness,
+    service_metrics: Any,
+) -> int:
     from ingest.stream import run_ingest
 
     halt = threading.Event()  # stops every query: set by ``stop`` or by a failing query
@@ -205,15 +234,18 @@ def _supervise(queries: list[Any], stop: threading.Event, halt: threading.Event)
     return False
 
 
-def _error(query: Any) -> Optional[BaseException]:
+def _error(query: Any) -> BaseException | None:
     try:
         return query.exception()
     except Exception as exc:  # noqa: BLE001 - a dead JVM handle is a failure too
         return exc
 
 
-_EXIT_REASONS = {EXIT_OK: "every query ended on its own", EXIT_QUERY_FAILED: "a query failed",
-                 EXIT_STOPPED: "stop requested"}
+_EXIT_REASONS = {
+    EXIT_OK: "every query ended on its own",
+    EXIT_QUERY_FAILED: "a query failed",
+    EXIT_STOPPED: "stop requested",
+}
 
 
 def _exit_code(failed: bool, stopped: bool) -> int:

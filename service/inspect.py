@@ -9,7 +9,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections import Counter
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -31,7 +32,7 @@ _SUMMARY_KEYS = (
 
 
 def _when(timestamp_ms: int) -> str:
-    return dt.datetime.fromtimestamp(timestamp_ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return dt.datetime.fromtimestamp(timestamp_ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def list_tables(catalog: Catalog) -> list[str]:
@@ -65,7 +66,9 @@ def describe(metadata_location: str, metadata: TableMetadata) -> list[str]:
     ]
     for spec in metadata.partition_specs:
         default = " (default)" if spec.spec_id == metadata.default_spec_id else ""
-        fields = ", ".join(f"{f.name}={f.transform}({metadata.schema().find_column_name(f.source_id)})" for f in spec.fields)
+        fields = ", ".join(
+            f"{f.name}={f.transform}({metadata.schema().find_column_name(f.source_id)})" for f in spec.fields
+        )
         lines.append(f"  {spec.spec_id}{default}: {fields or 'unpartitioned'}")
     order = metadata.sort_order()
     lines.append(f"sort order:        {', '.join(str(f) for f in order.fields) or 'unsorted'}")
@@ -111,7 +114,7 @@ def files(io: FileIO, metadata: TableMetadata) -> list[str]:
     return lines
 
 
-def scan(io: FileIO, metadata: TableMetadata, limit: Optional[int], columns: tuple[str, ...] = ("*",)) -> list[str]:
+def scan(io: FileIO, metadata: TableMetadata, limit: int | None, columns: tuple[str, ...] = ("*",)) -> list[str]:
     """Live rows as JSON lines (merge-on-read: deletes applied), at most ``limit``."""
     lines: list[str] = []
     for batch in TableScan(io, metadata, selected_fields=columns).to_batches():

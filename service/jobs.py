@@ -9,8 +9,9 @@ one asks for with the table in the catalog, so both map the configuration here.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from ingest.changes import OpField
@@ -26,8 +27,6 @@ GRACE_SECONDS = 90.0
 """How long a stop waits for the running batch: under Kubernetes' 120 s termination grace period."""
 
 
-
-
 class SkipOptionError(ValueError):
     """A ``floe ingest --skip`` value that is not ``topic/partition@offset``, or names a topic no table reads."""
 
@@ -41,8 +40,9 @@ def command_line_skips(config: FloeConfig, texts: Sequence[str]) -> tuple[Record
         except RecordRefError as exc:
             raise SkipOptionError(f"--skip: {exc}") from None
         if not any(table.reads_topic(ref.topic) for table in config.tables):
-            read = ", ".join(f"{t.identifier} reads {', '.join(t.source_topics) or repr(t.topic_pattern)}"
-                             for t in config.tables)
+            read = ", ".join(
+                f"{t.identifier} reads {', '.join(t.source_topics) or repr(t.topic_pattern)}" for t in config.tables
+            )
             raise SkipOptionError(f"--skip {text!r}: no table reads topic {ref.topic!r} ({read})")
         refs.append(ref)
     return record_refs(refs)
@@ -67,10 +67,17 @@ def catalog_spec(config: FloeConfig) -> CatalogSpec:
     """The configured catalog: SQL (its connection URI) or REST (URI, prefix, and headers with the token)."""
     catalog = config.catalog
     if catalog.type == "rest":
-        return CatalogSpec(catalog.uri, catalog.warehouse, catalog.name, headers=catalog.rest_headers(),
-                           prefix=catalog.prefix, credential=catalog.rest_credential(),
-                           oauth2_server_uri=catalog.oauth2_server_uri, scope=catalog.scope,
-                           access_delegation=catalog.access_delegation)
+        return CatalogSpec(
+            catalog.uri,
+            catalog.warehouse,
+            catalog.name,
+            headers=tuple(catalog.rest_headers().items()),
+            prefix=catalog.prefix,
+            credential=catalog.rest_credential(),
+            oauth2_server_uri=catalog.oauth2_server_uri,
+            scope=catalog.scope,
+            access_delegation=catalog.access_delegation,
+        )
     return CatalogSpec(catalog.connection_uri(), catalog.warehouse, catalog.name)
 
 
@@ -128,7 +135,7 @@ def table_spec(table: TableConfig, skip: Sequence[RecordRef] = ()) -> TableSpec:
         decode=decode_spec(table, skip),
         partition=tuple((t.transform, t.column) for t in table.partition_terms()),
         sort_order=tuple(
-            SortTerm(t.column, t.transform, t.direction, t.null_order)  # type: ignore[arg-type]
+            SortTerm(t.column, t.transform, t.direction, t.null_order)  # type: ignore[arg-type]  # validated configuration: the strings are the Literal values
             for t in table.sort_terms()
         ),
         properties=table.properties,
@@ -141,15 +148,18 @@ def table_spec(table: TableConfig, skip: Sequence[RecordRef] = ()) -> TableSpec:
 def decode_spec(table: TableConfig, skip: Sequence[RecordRef] = ()) -> DecodeSpec:
     schema = table.iceberg_schema()
     if schema is None:
-        raise JobSpecError("schema", "deriving the table schema from an Avro schema is not supported yet; list the columns")
+        raise JobSpecError(
+            "schema", "deriving the table schema from an Avro schema is not supported yet; list the columns"
+        )
     op = table.op
     return DecodeSpec(
         schema=schema,
         format=value_format(table.format),
         metadata_columns=table.metadata_columns,
         mode=table.mode,
-        op_field=None if op is None else OpField(op.field, tuple(op.insert), tuple(op.update), tuple(op.delete),
-                                                 envelope=op.envelope),
+        op_field=None
+        if op is None
+        else OpField(op.field, tuple(op.insert), tuple(op.update), tuple(op.delete), envelope=op.envelope),
         key_fields=tuple(table.key),
         skip_records=table.skip_refs() + tuple(skip),
     )

@@ -22,8 +22,9 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Self
 
 from runtime.jars import jar_set_dir
 
@@ -121,11 +122,11 @@ class LocalKafka:
         self.stop_grace_s = stop_grace_s
         self.log_level = log_level
         self.log_file = self.work_dir / "kafka.log"
-        self.bootstrap: Optional[str] = None
-        self._proc: Optional[subprocess.Popen[bytes]] = None
-        self._ports: Optional[tuple[int, int]] = None  # broker, controller: kept for a restart
+        self.bootstrap: str | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._ports: tuple[int, int] | None = None  # broker, controller: kept for a restart
 
-    def __enter__(self) -> "LocalKafka":
+    def __enter__(self) -> Self:
         self.start()
         return self
 
@@ -133,7 +134,7 @@ class LocalKafka:
         self.stop()
 
     @property
-    def pid(self) -> Optional[int]:
+    def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
     def start(self) -> str:
@@ -219,7 +220,7 @@ class LocalKafka:
             )
 
     def _launch(self, config: Path) -> subprocess.Popen[bytes]:
-        out = open(self.work_dir / "kafka.stdout", "ab")
+        out = open(self.work_dir / "kafka.stdout", "ab")  # noqa: SIM115 - the child keeps its own copy
         try:
             return subprocess.Popen(
                 self._java("kafka.Kafka", str(config)),
@@ -235,7 +236,7 @@ class LocalKafka:
         from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + self.startup_timeout_s
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        admin = AdminClient({"bootstrap.servers": str(self.bootstrap), "log_level": 0})
         while time.monotonic() < deadline:
             if self._proc is None or self._proc.poll() is not None:
                 raise KafkaStartError(f"local kafka exited during start-up:\n{self._log_tail()}")
@@ -246,9 +247,7 @@ class LocalKafka:
             except Exception as exc:  # noqa: BLE001 - not ready yet; retried until the deadline
                 log.debug("local kafka not ready yet: %s", exc)
             time.sleep(0.5)
-        raise KafkaStartError(
-            f"local kafka did not answer within {self.startup_timeout_s}s:\n{self._log_tail()}"
-        )
+        raise KafkaStartError(f"local kafka did not answer within {self.startup_timeout_s}s:\n{self._log_tail()}")
 
     def _log_tail(self, lines: int = 40) -> str:
         chunks = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Literal, Optional
+from typing import Literal
 
 from prometheus_client import REGISTRY, CollectorRegistry, Gauge
 
@@ -48,7 +48,7 @@ def _checked(component: str) -> str:
     return component
 
 
-def register_service_metrics(registry: CollectorRegistry = REGISTRY, version: Optional[str] = None) -> ServiceMetrics:
+def register_service_metrics(registry: CollectorRegistry = REGISTRY, version: str | None = None) -> ServiceMetrics:
     """Create the service metrics on ``registry``; ``floe_build_info`` is set to 1 at once."""
     build_info = Gauge("floe_build_info", "Floe build information; always 1.", ["version"], registry=registry)
     build_info.labels(version=version or floe_version()).set(1)

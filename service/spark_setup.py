@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from runtime.logging import redact
 from runtime.spark_session import ExecutorSetupError, build_spark_session, ship_floe_packages, verify_executors
@@ -50,11 +51,17 @@ def object_store_settings(environ: Mapping[str, str], *, credentials: bool = Tru
 def spark_session_settings(spark: SparkConfig, environ: Mapping[str, str]) -> dict[str, str]:
     """Every Spark setting a Floe session gets from its configuration (secrets included)."""
     on_kubernetes = spark.master.startswith("k8s://")
-    return {"spark.master": spark.master, **object_store_settings(environ, credentials=not on_kubernetes),
-            **(kubernetes_defaults(environ) if on_kubernetes else {}), **spark.session_settings()}
+    return {
+        "spark.master": spark.master,
+        **object_store_settings(environ, credentials=not on_kubernetes),
+        **(kubernetes_defaults(environ) if on_kubernetes else {}),
+        **spark.session_settings(),
+    }
 
 
-def kubernetes_defaults(environ: Mapping[str, str], namespace_file: Path = _SERVICE_ACCOUNT_NAMESPACE) -> dict[str, str]:
+def kubernetes_defaults(
+    environ: Mapping[str, str], namespace_file: Path = _SERVICE_ACCOUNT_NAMESPACE
+) -> dict[str, str]:
     """The driver pod's own name and namespace, which Spark needs in client mode.
 
     With the pod's name, executor pods are owned by the driver pod and
@@ -74,8 +81,10 @@ def start_spark(config: FloeConfig, app_name: str, spark: SparkConfig) -> Any:
     """The command's SparkSession: configured, given Floe's code if asked, its executors checked."""
     apply_storage(config)
     settings = spark_session_settings(spark, os.environ)
-    log.info("spark starting", extra={"app": app_name, "master": spark.master,
-                                      "conf": redact(dict(spark.conf)) if spark.conf else {}})
+    log.info(
+        "spark starting",
+        extra={"app": app_name, "master": spark.master, "conf": redact(dict(spark.conf)) if spark.conf else {}},
+    )
     session = build_spark_session(app_name, settings)
     try:
         if spark.ship_floe:

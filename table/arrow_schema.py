@@ -20,7 +20,8 @@ promotions plus representation changes such as ``large_string`` -> ``string``.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable, Optional, Union
+from collections.abc import Callable
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -53,7 +54,7 @@ from table.types import (
 FIELD_ID_KEY = b"PARQUET:field_id"
 """Arrow field-metadata key that pyarrow maps to the Parquet field id."""
 
-ArrowData = Union[pa.RecordBatch, pa.Table]
+ArrowData: TypeAlias = pa.RecordBatch | pa.Table
 
 _TO_ARROW: dict[type, pa.DataType] = {
     BooleanType: pa.bool_(),
@@ -173,7 +174,7 @@ def _is_list(arrow_type: pa.DataType) -> bool:
     )
 
 
-def primitive_from_arrow(arrow_type: pa.DataType) -> Optional[PrimitiveType]:
+def primitive_from_arrow(arrow_type: pa.DataType) -> PrimitiveType | None:
     """The Iceberg primitive an Arrow type holds losslessly, or None.
 
     Narrow integers map to ``int`` (``uint32`` to ``long``); timestamps of
@@ -209,7 +210,7 @@ def primitive_from_arrow(arrow_type: pa.DataType) -> Optional[PrimitiveType]:
     return None
 
 
-def _integer_from_arrow(t: pa.DataType) -> Optional[PrimitiveType]:
+def _integer_from_arrow(t: pa.DataType) -> PrimitiveType | None:
     bits = t.bit_width + (0 if pa.types.is_signed_integer(t) else 1)
     if bits <= 32:
         return IntegerType()
@@ -266,7 +267,7 @@ def _reject_unknown(names: list[str], struct: StructType, prefix: str) -> None:
         raise SchemaError(f"incoming columns {paths} are not in the table schema")
 
 
-def _conform_field(source: Optional[pa.Array], length: int, field: NestedField, path: str) -> pa.Array:
+def _conform_field(source: pa.Array | None, length: int, field: NestedField, path: str) -> pa.Array:
     target_type = type_to_arrow(field.field_type)
     if source is None:
         if field.required:
@@ -275,9 +276,7 @@ def _conform_field(source: Optional[pa.Array], length: int, field: NestedField, 
     return _conform_array(source, field.field_type, target_type, path)
 
 
-def _conform_array(
-    array: pa.Array, iceberg_type: IcebergType, target: pa.DataType, path: str
-) -> pa.Array:
+def _conform_array(array: pa.Array, iceberg_type: IcebergType, target: pa.DataType, path: str) -> pa.Array:
     if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()
     if pa.types.is_null(array.type):
@@ -343,16 +342,12 @@ def rebased(array: pa.Array, *children: pa.Array) -> tuple[pa.Array, list[pa.Arr
     return rebased, [child.slice(start, end - start) for child in children]
 
 
-def _conform_primitive(
-    array: pa.Array, iceberg_type: IcebergType, target: pa.DataType, path: str
-) -> pa.Array:
+def _conform_primitive(array: pa.Array, iceberg_type: IcebergType, target: pa.DataType, path: str) -> pa.Array:
     if pa.types.is_timestamp(array.type):
         _check_timezone(array.type, iceberg_type, path)
     source = primitive_from_arrow(array.type)
     if source is None or not can_promote(source, iceberg_type):
-        raise SchemaError(
-            f"column {path!r}: cannot write Arrow type {array.type} to Iceberg type {iceberg_type}"
-        )
+        raise SchemaError(f"column {path!r}: cannot write Arrow type {array.type} to Iceberg type {iceberg_type}")
     if array.type == target:
         return array
     try:
@@ -381,14 +376,10 @@ def _check_timezone(arrow_type: pa.DataType, iceberg_type: IcebergType, path: st
     if isinstance(iceberg_type, TimestamptzType) and arrow_type.tz is None:
         raise SchemaError(f"column {path!r} is timestamptz but the data has timestamps without a zone")
     if isinstance(iceberg_type, TimestampType) and arrow_type.tz is not None:
-        raise SchemaError(
-            f"column {path!r} is timestamp without zone but the data has zone {arrow_type.tz}"
-        )
+        raise SchemaError(f"column {path!r} is timestamp without zone but the data has zone {arrow_type.tz}")
 
 
-def _check_required(
-    array: pa.Array, field: NestedField, path: str, parent_valid: Optional[pa.Array]
-) -> None:
+def _check_required(array: pa.Array, field: NestedField, path: str, parent_valid: pa.Array | None) -> None:
     """Fail when a required field is null where its parent is present."""
     if not field.required or array.null_count == 0:
         return
@@ -399,7 +390,7 @@ def _check_required(
         raise ValidationError(f"column {path!r} is required but has {nulls} null value(s)")
 
 
-def null_mask(array: pa.Array) -> Optional[pa.Array]:
+def null_mask(array: pa.Array) -> pa.Array | None:
     """The validity of ``array`` as a mask for ``from_arrays``; None when nothing is null."""
     return array.is_null() if array.null_count else None
 
@@ -411,7 +402,7 @@ def arrow_value(value: Any) -> Any:
 
 _Converter = Callable[[pa.Array, IcebergType, pa.DataType, str], pa.Array]
 _NESTED_CONVERTERS: dict[type, _Converter] = {
-    StructType: _conform_struct,  # type: ignore[dict-item]
-    ListType: _conform_list,  # type: ignore[dict-item]
-    MapType: _conform_map,  # type: ignore[dict-item]
+    StructType: _conform_struct,  # type: ignore[dict-item]  # each converter takes its own nested type
+    ListType: _conform_list,  # type: ignore[dict-item]  # each converter takes its own nested type
+    MapType: _conform_map,  # type: ignore[dict-item]  # each converter takes its own nested type
 }

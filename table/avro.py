@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from io import BufferedReader, BytesIO, RawIOBase
-from typing import Any, Iterable, Iterator
+from typing import Any, cast
 
 import fastavro
 
@@ -223,7 +224,7 @@ def open_avro(io: FileIO, path: str) -> Iterator[AvroFile]:
     with io.open_input(path) as f, _read_errors(path):
         if f.read(len(_MAGIC)) != _MAGIC:
             raise MalformedFileError(path, None, "not an Avro object container file")
-        header = fastavro.schemaless_reader(f, _HEADER_SCHEMA)
+        header = cast(dict[str, Any], fastavro.schemaless_reader(f, _HEADER_SCHEMA))
         metadata = {k: v.decode("utf-8") for k, v in header["meta"].items()}
         schema = json.loads(metadata["avro.schema"])
         raw_header = BytesIO(_MAGIC)
@@ -231,7 +232,8 @@ def open_avro(io: FileIO, path: str) -> Iterator[AvroFile]:
         meta = {**header["meta"], "avro.schema": json.dumps(_without_logical_types(schema)).encode()}
         fastavro.schemaless_writer(raw_header, _HEADER_SCHEMA, {**header, "meta": meta})
         stream = BufferedReader(_Prefixed(raw_header.getvalue(), f), 1 << 16)
-        yield AvroFile(metadata, schema, fastavro.reader(stream))
+        # A container file's records are records of its schema; fastavro types them as any Avro value.
+        yield AvroFile(metadata, schema, cast(Iterator[dict[str, Any]], fastavro.reader(stream)))
 
 
 @contextmanager

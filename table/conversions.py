@@ -16,8 +16,9 @@ import math
 import re
 import struct
 import uuid
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
-from typing import Any, Callable
+from typing import Any
 
 from table.errors import ValidationError
 from table.types import (
@@ -461,12 +462,8 @@ _FROM_JSON: dict[type, Callable[[Any, Any], Any]] = {
     DecimalType: _decimal_from_json,
     DateType: lambda t, j: _check_int(t, parse_iso_date(_check_type(t, j, str)), INT_MIN, INT_MAX),
     TimeType: lambda t, j: parse_iso_time(_check_type(t, j, str)),
-    TimestampType: lambda t, j: _check_int(
-        t, parse_iso_timestamp(_check_type(t, j, str)), LONG_MIN, LONG_MAX
-    ),
-    TimestamptzType: lambda t, j: _check_int(
-        t, parse_iso_timestamptz(_check_type(t, j, str)), LONG_MIN, LONG_MAX
-    ),
+    TimestampType: lambda t, j: _check_int(t, parse_iso_timestamp(_check_type(t, j, str)), LONG_MIN, LONG_MAX),
+    TimestamptzType: lambda t, j: _check_int(t, parse_iso_timestamptz(_check_type(t, j, str)), LONG_MIN, LONG_MAX),
     StringType: lambda t, j: _check_type(t, j, str),
     UUIDType: _uuid_from_json,
     FixedType: _hex_from_json,
@@ -486,11 +483,7 @@ def to_json(t: IcebergType, value: Any) -> Any:
         items = _check_type(t, value, (tuple, list))
         if len(items) != len(t.fields):
             raise ValidationError(f"{t} value needs {len(t.fields)} fields, got {len(items)}")
-        return {
-            str(f.field_id): to_json(f.field_type, v)
-            for f, v in zip(t.fields, items)
-            if v is not None
-        }
+        return {str(f.field_id): to_json(f.field_type, v) for f, v in zip(t.fields, items) if v is not None}
     if isinstance(t, ListType):
         return [to_json(t.element_type, v) for v in _check_type(t, value, (list, tuple))]
     if isinstance(t, MapType):

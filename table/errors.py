@@ -6,8 +6,6 @@ field names the field, so that an operator can find the bad input.
 
 from __future__ import annotations
 
-from typing import Optional
-
 
 class TableError(Exception):
     """Base of every error raised by ``table``."""
@@ -27,7 +25,7 @@ class MalformedFileError(TableError):
     ``path`` is the file, ``field`` the field (a dotted path) that is wrong.
     """
 
-    def __init__(self, path: str, field: Optional[str], reason: str) -> None:
+    def __init__(self, path: str, field: str | None, reason: str) -> None:
         self.path = path
         self.field = field
         self.reason = reason

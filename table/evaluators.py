@@ -16,7 +16,8 @@ holds a matching row; they answer "might match" whenever they cannot tell.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping, Optional, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -229,7 +230,7 @@ class _FileMetrics:
         return decode_bound(ref.field_type, self.uppers.get(ref.field_id), self.path, ref.field_id)
 
 
-def decode_bound(t: PrimitiveType, raw: Optional[bytes], path: str = "", field_id: int = 0) -> Any:
+def decode_bound(t: PrimitiveType, raw: bytes | None, path: str = "", field_id: int = 0) -> Any:
     """An Appendix D bound as a Python value of type ``t``, or None when unknown.
 
     ``from_bytes`` reads bounds written before an int -> long or float ->
@@ -296,9 +297,7 @@ def _m_in_range(p: BoundPredicate, m: _FileMetrics) -> bool:
 
 
 def _some_within(literals: Sequence[Any], lower: Any, upper: Any) -> bool:
-    return any(
-        (lower is None or lower <= v) and (upper is None or v <= upper) for v in literals
-    )
+    return any((lower is None or lower <= v) and (upper is None or v <= upper) for v in literals)
 
 
 def _m_starts_with(p: BoundPredicate, m: _FileMetrics) -> bool:
@@ -308,7 +307,7 @@ def _m_starts_with(p: BoundPredicate, m: _FileMetrics) -> bool:
     return _prefix_within(p.literal, m.lower(p.ref), m.upper(p.ref))
 
 
-def _prefix_within(prefix: str, lower: Optional[str], upper: Optional[str]) -> bool:
+def _prefix_within(prefix: str, lower: str | None, upper: str | None) -> bool:
     """Whether a value starting with ``prefix`` can lie in [lower, upper] (Java's rule)."""
     if lower is not None and lower[: len(prefix)] > prefix:
         return False
@@ -356,13 +355,11 @@ def partition_might_match(projected: BooleanExpression, partition: Sequence[Any]
 
 def _position(ref: BoundReference) -> int:
     if ref.position is None:
-        raise ValidationError(
-            f"{ref.name!r} is not a partition field: project the filter with project_to_partition"
-        )
+        raise ValidationError(f"{ref.name!r} is not a partition field: project the filter with project_to_partition")
     return ref.position
 
 
-def manifest_might_match(projected: BooleanExpression, partitions: Optional[Sequence[FieldSummary]]) -> bool:
+def manifest_might_match(projected: BooleanExpression, partitions: Sequence[FieldSummary] | None) -> bool:
     """Whether a manifest whose partition field summaries (``FieldSummary``,
     one per spec field, in spec order) are ``partitions`` may list a matching file."""
     if not partitions:
@@ -448,7 +445,7 @@ def project_to_partition(bound: BooleanExpression, spec: PartitionSpec, schema: 
     """
     partition_type = spec.partition_type(schema)
     refs = [
-        BoundReference(pf.field_id, field.field_type, (pf.name,), position)
+        BoundReference(pf.field_id, cast(PrimitiveType, field.field_type), (pf.name,), position)
         for position, (pf, field) in enumerate(zip(spec.fields, partition_type.fields))
     ]
     return _project(rewrite_not(bound), list(zip(spec.fields, refs)))

@@ -20,10 +20,11 @@ import datetime
 import math
 import struct
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Self
 
 from table.conversions import from_json
 from table.errors import ValidationError
@@ -67,7 +68,7 @@ class Operation(Enum):
     STARTS_WITH = "starts_with"
     NOT_STARTS_WITH = "not_starts_with"
 
-    def negate(self) -> "Operation":
+    def negate(self) -> Operation:
         """The operator of ``Not(op)`` pushed into the predicate (``<`` -> ``>=``).
 
         As in SQL, a row whose value is null matches neither.
@@ -113,16 +114,16 @@ _NEGATIONS = {
 class BooleanExpression:
     """Base of every filter expression; ``&``, ``|`` and ``~`` combine them."""
 
-    def __and__(self, other: "BooleanExpression") -> "BooleanExpression":
+    def __and__(self, other: BooleanExpression) -> BooleanExpression:
         return And(self, other)
 
-    def __or__(self, other: "BooleanExpression") -> "BooleanExpression":
+    def __or__(self, other: BooleanExpression) -> BooleanExpression:
         return Or(self, other)
 
-    def __invert__(self) -> "BooleanExpression":
+    def __invert__(self) -> BooleanExpression:
         return Not(self)
 
-    def negate(self) -> "BooleanExpression":
+    def negate(self) -> BooleanExpression:
         """``Not(self)`` with the negation pushed into the predicates."""
         raise NotImplementedError
 
@@ -130,9 +131,9 @@ class BooleanExpression:
 class _Constant(BooleanExpression):
     """A singleton, so that ``is`` comparisons hold even after copying."""
 
-    _instance: Optional["_Constant"] = None
+    _instance: Any = None  # each subclass keeps its own one instance
 
-    def __new__(cls) -> "_Constant":
+    def __new__(cls) -> Self:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -244,7 +245,7 @@ class Reference:
     ``==`` is overloaded, so references are deliberately unhashable.
     """
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable on purpose, see the docstring
 
     def __init__(self, name: str) -> None:
         if not isinstance(name, str) or not name:
@@ -254,10 +255,10 @@ class Reference:
     def _pred(self, op: Operation, *values: Any) -> UnboundPredicate:
         return UnboundPredicate(op, self.name, tuple(values))
 
-    def __eq__(self, value: Any) -> UnboundPredicate:  # type: ignore[override]
+    def __eq__(self, value: object) -> UnboundPredicate:  # type: ignore[override]  # == builds a predicate, as in pyiceberg
         return self._pred(Operation.EQ, value)
 
-    def __ne__(self, value: Any) -> UnboundPredicate:  # type: ignore[override]
+    def __ne__(self, value: object) -> UnboundPredicate:  # type: ignore[override]  # != builds a predicate, as in pyiceberg
         return self._pred(Operation.NE, value)
 
     def __lt__(self, value: Any) -> UnboundPredicate:
@@ -321,7 +322,7 @@ class BoundReference:
     field_id: int
     field_type: PrimitiveType
     path: tuple[str, ...]
-    position: Optional[int] = None
+    position: int | None = None
 
     @property
     def name(self) -> str:
@@ -410,9 +411,7 @@ def _bind_predicate(pred: UnboundPredicate, schema: Schema, case_sensitive: bool
     fields = column_path(schema, pred.column, case_sensitive)
     field = fields[-1]
     if not isinstance(field.field_type, PrimitiveType):
-        raise ValidationError(
-            f"column {pred.column!r}: cannot filter on {field.field_type}, only on primitive columns"
-        )
+        raise ValidationError(f"column {pred.column!r}: cannot filter on {field.field_type}, only on primitive columns")
     ref = BoundReference(field.field_id, field.field_type, tuple(f.name for f in fields))
     if pred.op.is_unary:
         return _bind_unary(pred.op, ref, all(f.required for f in fields))
@@ -455,9 +454,7 @@ def column_path(schema: Schema, name: str, case_sensitive: bool = True) -> list[
     while parent_id is not None:
         parent = schema.find_field(parent_id)
         if not isinstance(parent.field_type, StructType):
-            raise ValidationError(
-                f"column {name!r} is inside {parent.field_type} {parent.name!r}: cannot filter on it"
-            )
+            raise ValidationError(f"column {name!r} is inside {parent.field_type} {parent.name!r}: cannot filter on it")
         path.insert(0, parent)
         parent_id = schema.parent_id(parent_id)
     return path
@@ -470,7 +467,7 @@ def column_path(schema: Schema, name: str, case_sensitive: bool = True) -> list[
 _INT_RANGES = {IntegerType: (-(2**31), 2**31 - 1), LongType: (-(2**63), 2**63 - 1)}
 _EPOCH_DATE = datetime.date(1970, 1, 1)
 _EPOCH = datetime.datetime(1970, 1, 1)
-_EPOCH_TZ = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH_TZ = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _MICRO = datetime.timedelta(microseconds=1)
 
 
@@ -620,4 +617,3 @@ def referenced_field_ids(bound: BooleanExpression) -> set[int]:
     if isinstance(bound, BoundPredicate):
         return {bound.ref.field_id}
     return set()
-

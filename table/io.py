@@ -15,10 +15,10 @@ wants.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Iterator, Optional
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -56,7 +56,7 @@ class FileEntry:
 
     location: str
     size: int
-    mtime_ms: Optional[int]
+    mtime_ms: int | None
 
 
 def _split_location(location: str) -> tuple[str, str]:
@@ -164,9 +164,7 @@ class FileIO:
         head, path = _split_location(location)
         scheme = head.partition(":")[0].lower()
         if scheme not in self._schemes:
-            raise FileIOError(
-                location, "resolve", f"scheme {scheme or 'file'!r} is not served by this FileIO"
-            )
+            raise FileIOError(location, "resolve", f"scheme {scheme or 'file'!r} is not served by this FileIO")
         return path
 
     def open_input(self, location: str) -> pa.NativeFile:
@@ -314,9 +312,9 @@ def _s3_settings(location: str) -> S3Settings:
 @lru_cache(maxsize=32)
 def _s3_fs(settings: S3Settings) -> pafs.FileSystem:
     """One S3 client per distinct setting (vended keys included): each holds a connection pool worth reusing."""
-    return pafs.S3FileSystem(**settings.pyarrow_options())  # type: ignore[arg-type]
+    return pafs.S3FileSystem(**settings.pyarrow_options())
 
 
-def _mtime_ms(info: pafs.FileInfo) -> Optional[int]:
+def _mtime_ms(info: pafs.FileInfo) -> int | None:
     ns = info.mtime_ns
     return None if ns is None else ns // 1_000_000

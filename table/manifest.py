@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from enum import Enum, IntEnum
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any
 from uuid import UUID
 
 from table.avro import avro_name, avro_schema, open_avro, record_field_type, write_avro
@@ -96,21 +97,21 @@ class DataFile:
     partition: tuple[Any, ...]
     record_count: int
     file_size_in_bytes: int
-    column_sizes: Optional[dict[int, int]] = None
-    value_counts: Optional[dict[int, int]] = None
-    null_value_counts: Optional[dict[int, int]] = None
-    nan_value_counts: Optional[dict[int, int]] = None
-    lower_bounds: Optional[dict[int, bytes]] = None
-    upper_bounds: Optional[dict[int, bytes]] = None
-    key_metadata: Optional[bytes] = None
-    split_offsets: Optional[list[int]] = None
-    equality_ids: Optional[list[int]] = None
-    sort_order_id: Optional[int] = None
+    column_sizes: dict[int, int] | None = None
+    value_counts: dict[int, int] | None = None
+    null_value_counts: dict[int, int] | None = None
+    nan_value_counts: dict[int, int] | None = None
+    lower_bounds: dict[int, bytes] | None = None
+    upper_bounds: dict[int, bytes] | None = None
+    key_metadata: bytes | None = None
+    split_offsets: list[int] | None = None
+    equality_ids: list[int] | None = None
+    sort_order_id: int | None = None
     spec_id: int = 0
-    first_row_id: Optional[int] = None  # v3: row id of the file's first row (null when added: inherited)
-    referenced_data_file: Optional[str] = None  # the one data file a DV (or position delete file) deletes from
-    content_offset: Optional[int] = None  # v3: where a DV blob starts in its Puffin file
-    content_size_in_bytes: Optional[int] = None  # v3: the DV blob's length
+    first_row_id: int | None = None  # v3: row id of the file's first row (null when added: inherited)
+    referenced_data_file: str | None = None  # the one data file a DV (or position delete file) deletes from
+    content_offset: int | None = None  # v3: where a DV blob starts in its Puffin file
+    content_size_in_bytes: int | None = None  # v3: the DV blob's length
 
     @property
     def is_deletion_vector(self) -> bool:
@@ -128,9 +129,9 @@ class ManifestEntry:
     """A file's status in a snapshot; None sequence numbers are inherited on read."""
 
     status: ManifestEntryStatus
-    snapshot_id: Optional[int]
-    sequence_number: Optional[int]
-    file_sequence_number: Optional[int]
+    snapshot_id: int | None
+    sequence_number: int | None
+    file_sequence_number: int | None
     data_file: DataFile
 
 
@@ -139,9 +140,9 @@ class FieldSummary:
     """Null/NaN presence and Appendix D bounds of one partition field in a manifest."""
 
     contains_null: bool
-    contains_nan: Optional[bool] = None
-    lower_bound: Optional[bytes] = None
-    upper_bound: Optional[bytes] = None
+    contains_nan: bool | None = None
+    lower_bound: bytes | None = None
+    upper_bound: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -161,10 +162,10 @@ class ManifestFile:
     added_rows_count: int
     existing_rows_count: int
     deleted_rows_count: int
-    partitions: Optional[list[FieldSummary]] = None
-    key_metadata: Optional[bytes] = None
-    first_row_id: Optional[int] = None  # v3 data manifests: assigned by the manifest list that adds them
-    unassigned_rows: Optional[int] = field(default=None, compare=False)
+    partitions: list[FieldSummary] | None = None
+    key_metadata: bytes | None = None
+    first_row_id: int | None = None  # v3 data manifests: assigned by the manifest list that adds them
+    unassigned_rows: int | None = field(default=None, compare=False)
     """Rows of live data files without a ``first_row_id`` (they inherit one), known for manifests
     written in this process; not stored. None: estimate as added + existing rows (spec)."""
 
@@ -193,11 +194,15 @@ def _bytes_map(key_id: int, value_id: int) -> MapType:
 def data_file_type(partition_type: StructType, format_version: int = FORMAT_VERSION) -> StructType:
     """The ``data_file`` struct for a spec's partition type (v3 adds row lineage and DV fields)."""
     v3 = (
-        _opt(142, "first_row_id", LongType()),
-        _opt(143, "referenced_data_file", StringType()),
-        _opt(144, "content_offset", LongType()),
-        _opt(145, "content_size_in_bytes", LongType()),
-    ) if format_version >= ROW_LINEAGE_VERSION else ()
+        (
+            _opt(142, "first_row_id", LongType()),
+            _opt(143, "referenced_data_file", StringType()),
+            _opt(144, "content_offset", LongType()),
+            _opt(145, "content_size_in_bytes", LongType()),
+        )
+        if format_version >= ROW_LINEAGE_VERSION
+        else ()
+    )
     return StructType(
         _req(134, "content", IntegerType()),
         _req(100, "file_path", StringType()),
@@ -295,16 +300,14 @@ def _partition_value_from_avro(t: IcebergType, value: Any) -> Any:
 # --------------------------------------------------------------------------
 
 
-def _map_to_avro(values: Optional[dict[int, Any]]) -> Optional[list[dict[str, Any]]]:
+def _map_to_avro(values: dict[int, Any] | None) -> list[dict[str, Any]] | None:
     if values is None:
         return None
     return [{"key": k, "value": v} for k, v in sorted(values.items())]
 
 
 def _data_file_to_avro(df: DataFile, partition: list[tuple[str, NestedField]]) -> dict[str, Any]:
-    values = {
-        name: _partition_value_to_avro(v) for (name, _), v in zip(partition, df.partition)
-    }
+    values = {name: _partition_value_to_avro(v) for (name, _), v in zip(partition, df.partition)}
     return {
         "content": int(df.content),
         "file_path": df.file_path,
@@ -395,7 +398,7 @@ class _RecordReader:
             raise MalformedFileError(self.path, f"{where}{name}", f"unknown value {value!r}") from e
 
 
-def _map_from_avro(items: Optional[list[dict[str, Any]]]) -> Optional[dict[int, Any]]:
+def _map_from_avro(items: list[dict[str, Any]] | None) -> dict[int, Any] | None:
     if items is None:
         return None
     return {item["key"]: item["value"] for item in items}
@@ -519,7 +522,7 @@ class _FieldSummaryBuilder:
             upper_bound=self._to_bytes(self.upper),
         )
 
-    def _to_bytes(self, value: Any) -> Optional[bytes]:
+    def _to_bytes(self, value: Any) -> bytes | None:
         if value is None:
             return None
         try:
@@ -532,9 +535,9 @@ class _ManifestStats:
     """Counts, row counts, min data sequence number and partition summaries."""
 
     def __init__(self, partition_type: StructType) -> None:
-        self.files = {s: 0 for s in ManifestEntryStatus}
-        self.rows = {s: 0 for s in ManifestEntryStatus}
-        self.min_sequence_number: Optional[int] = None
+        self.files = dict.fromkeys(ManifestEntryStatus, 0)
+        self.rows = dict.fromkeys(ManifestEntryStatus, 0)
+        self.min_sequence_number: int | None = None
         self.summaries = [_FieldSummaryBuilder(f) for f in partition_type.fields]
         self.unassigned_rows = 0
 
@@ -544,9 +547,12 @@ class _ManifestStats:
         if takes_inherited_row_id(entry):
             self.unassigned_rows += entry.data_file.record_count
         seq = entry.sequence_number
-        if entry.status != ManifestEntryStatus.DELETED and seq is not None:
-            if self.min_sequence_number is None or seq < self.min_sequence_number:
-                self.min_sequence_number = seq
+        if (
+            entry.status != ManifestEntryStatus.DELETED
+            and seq is not None
+            and (self.min_sequence_number is None or seq < self.min_sequence_number)
+        ):
+            self.min_sequence_number = seq
         for builder, value in zip(self.summaries, entry.data_file.partition):
             builder.add(value)
 
@@ -627,7 +633,11 @@ _CONTENTS = {
 
 
 def _check_entry(
-    entry: ManifestEntry, content: ManifestContent, spec_id: int, n_fields: int, snapshot_id: int,
+    entry: ManifestEntry,
+    content: ManifestContent,
+    spec_id: int,
+    n_fields: int,
+    snapshot_id: int,
     format_version: int = FORMAT_VERSION,
 ) -> None:
     """Reject entries that would make the manifest wrong for every reader."""
@@ -640,18 +650,12 @@ def _check_entry(
     if df.spec_id != spec_id:
         raise ValidationError(f"{where}: file has spec id {df.spec_id}, manifest has {spec_id}")
     if len(df.partition) != n_fields:
-        raise ValidationError(
-            f"{where}: partition has {len(df.partition)} values, spec has {n_fields} fields"
-        )
+        raise ValidationError(f"{where}: partition has {len(df.partition)} values, spec has {n_fields} fields")
     if entry.status != ManifestEntryStatus.ADDED:
         if entry.sequence_number is None or entry.file_sequence_number is None:
-            raise ValidationError(
-                f"{where}: {entry.status.name} entries must carry both sequence numbers"
-            )
+            raise ValidationError(f"{where}: {entry.status.name} entries must carry both sequence numbers")
     elif entry.sequence_number is None and entry.snapshot_id not in (None, snapshot_id):
-        raise ValidationError(
-            f"{where}: unassigned sequence number for a file added by snapshot {entry.snapshot_id}"
-        )
+        raise ValidationError(f"{where}: unassigned sequence number for a file added by snapshot {entry.snapshot_id}")
 
 
 def _check_version_fields(entry: ManifestEntry, format_version: int, snapshot_id: int, where: str) -> None:
@@ -743,20 +747,22 @@ def write_manifest_list(
     io: FileIO,
     path: str,
     snapshot_id: int,
-    parent_snapshot_id: Optional[int],
+    parent_snapshot_id: int | None,
     sequence_number: int,
     manifests: Iterable[ManifestFile],
     codec: str = DEFAULT_CODEC,
     *,
-    first_row_id: Optional[int] = None,
+    first_row_id: int | None = None,
     format_version: int = FORMAT_VERSION,
 ) -> int:
     """Write a manifest list, giving new manifests the snapshot's sequence number and, in v3,
     row ids from ``first_row_id`` (the snapshot's); the row ids assigned (``added-rows``, 0 in v2)."""
     v3 = format_version >= ROW_LINEAGE_VERSION
     if v3 != (first_row_id is not None):
-        raise ValidationError(f"manifest list {path}: first-row-id is {first_row_id}, but format-version "
-                              f"{format_version} needs it {'set' if v3 else 'unset'} (row lineage is v3's)")
+        raise ValidationError(
+            f"manifest list {path}: first-row-id is {first_row_id}, but format-version "
+            f"{format_version} needs it {'set' if v3 else 'unset'} (row lineage is v3's)"
+        )
     metadata = {
         "snapshot-id": str(snapshot_id),
         "parent-snapshot-id": "null" if parent_snapshot_id is None else str(parent_snapshot_id),
@@ -808,7 +814,7 @@ def read_manifest_list(io: FileIO, path: str) -> list[ManifestFile]:
 
 
 def read_manifest_entries(
-    io: FileIO, manifest: ManifestFile, partition_type: Optional[StructType] = None
+    io: FileIO, manifest: ManifestFile, partition_type: StructType | None = None
 ) -> Iterator[ManifestEntry]:
     """Stream a manifest's entries with inherited snapshot ids and sequence numbers.
 
@@ -838,17 +844,13 @@ def inherit(entry: ManifestEntry, manifest: ManifestFile) -> ManifestEntry:
     inherits = entry.status == ManifestEntryStatus.ADDED or seq == 0
     if not inherits and (entry.sequence_number is None or entry.file_sequence_number is None):
         field = "sequence_number" if entry.sequence_number is None else "file_sequence_number"
-        raise MalformedFileError(
-            manifest.manifest_path, field, f"must be set for {entry.status.name} entries"
-        )
+        raise MalformedFileError(manifest.manifest_path, field, f"must be set for {entry.status.name} entries")
     can_fill = inherits and seq != UNASSIGNED_SEQ
     return replace(
         entry,
         snapshot_id=manifest.added_snapshot_id if entry.snapshot_id is None else entry.snapshot_id,
         sequence_number=seq if can_fill and entry.sequence_number is None else entry.sequence_number,
-        file_sequence_number=(
-            seq if can_fill and entry.file_sequence_number is None else entry.file_sequence_number
-        ),
+        file_sequence_number=(seq if can_fill and entry.file_sequence_number is None else entry.file_sequence_number),
     )
 
 
@@ -865,9 +867,7 @@ def _v1_defaults(metadata: dict[str, str], defaults: dict[str, Any]) -> dict[str
     return defaults if metadata.get("format-version", "1") == "1" else {}
 
 
-def _partition_fields(
-    path: str, entry: dict[str, Any], partition_type: StructType
-) -> list[tuple[str, NestedField]]:
+def _partition_fields(path: str, entry: dict[str, Any], partition_type: StructType) -> list[tuple[str, NestedField]]:
     """Pairs (Avro name, partition field) found by field id in the file's schema."""
     try:
         avro_partition = record_field_type(record_field_type(entry, "data_file"), "partition")

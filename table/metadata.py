@@ -13,9 +13,10 @@ import re
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, TypeVar
+from typing import Any, TypeVar
 
 from table import properties as props
 from table.errors import JsonFieldError, NotFoundError, TableError, ValidationError
@@ -50,20 +51,24 @@ class Snapshot:
     """One table state: a manifest list plus its lineage and summary."""
 
     snapshot_id: int
-    parent_snapshot_id: Optional[int]
+    parent_snapshot_id: int | None
     sequence_number: int
     timestamp_ms: int
     manifest_list: str
     summary: Mapping[str, str]
-    schema_id: Optional[int] = None
-    first_row_id: Optional[int] = None  # v3: the table's next-row-id when this snapshot was committed
-    added_rows: Optional[int] = None  # v3: row ids this snapshot assigned (an upper bound)
+    schema_id: int | None = None
+    first_row_id: int | None = None  # v3: the table's next-row-id when this snapshot was committed
+    added_rows: int | None = None  # v3: row ids this snapshot assigned (an upper bound)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "summary", dict(self.summary))
         if (self.first_row_id is None) != (self.added_rows is None):
             raise ValidationError(f"snapshot {self.snapshot_id}: first-row-id and added-rows go together")
-        if self.first_row_id is not None and (self.first_row_id < 0 or self.added_rows < 0):  # type: ignore[operator]
+        if (
+            self.first_row_id is not None
+            and self.added_rows is not None
+            and (self.first_row_id < 0 or self.added_rows < 0)
+        ):
             raise ValidationError(
                 f"snapshot {self.snapshot_id}: first-row-id {self.first_row_id} and added-rows "
                 f"{self.added_rows} must not be negative"
@@ -71,8 +76,7 @@ class Snapshot:
         operation = self.summary.get("operation")
         if operation not in OPERATIONS:
             raise ValidationError(
-                f"snapshot {self.snapshot_id}: summary operation must be one of {sorted(OPERATIONS)}, "
-                f"got {operation!r}"
+                f"snapshot {self.snapshot_id}: summary operation must be one of {sorted(OPERATIONS)}, got {operation!r}"
             )
 
     @property
@@ -101,9 +105,9 @@ class SnapshotRef:
 
     snapshot_id: int
     type: str = BRANCH
-    min_snapshots_to_keep: Optional[int] = None
-    max_snapshot_age_ms: Optional[int] = None
-    max_ref_age_ms: Optional[int] = None
+    min_snapshots_to_keep: int | None = None
+    max_snapshot_age_ms: int | None = None
+    max_ref_age_ms: int | None = None
 
     def __post_init__(self) -> None:
         if self.type not in (BRANCH, TAG):
@@ -191,7 +195,7 @@ class TableMetadata:
     sort_orders: tuple[SortOrder, ...]
     default_sort_order_id: int
     properties: Mapping[str, str] = field(default_factory=dict)
-    current_snapshot_id: Optional[int] = None
+    current_snapshot_id: int | None = None
     snapshots: tuple[Snapshot, ...] = ()
     snapshot_log: tuple[SnapshotLogEntry, ...] = ()
     metadata_log: tuple[MetadataLogEntry, ...] = ()
@@ -199,7 +203,7 @@ class TableMetadata:
     statistics: tuple[Mapping[str, Any], ...] = ()
     partition_statistics: tuple[Mapping[str, Any], ...] = ()
     format_version: int = FORMAT_VERSION
-    next_row_id: Optional[int] = None
+    next_row_id: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("schemas", "partition_specs", "sort_orders", "snapshots", "snapshot_log", "metadata_log"):
@@ -246,11 +250,11 @@ class TableMetadata:
             raise NotFoundError(f"table {self.location} has no snapshot {snapshot_id}")
         return snapshot
 
-    def current_snapshot(self) -> Optional[Snapshot]:
+    def current_snapshot(self) -> Snapshot | None:
         """The snapshot of the main branch; None for a table without one."""
         return None if self.current_snapshot_id is None else self.snapshot_by_id(self.current_snapshot_id)
 
-    def snapshot_for_ref(self, name: str) -> Optional[Snapshot]:
+    def snapshot_for_ref(self, name: str) -> Snapshot | None:
         """The snapshot a branch or tag points at; None if there is no such ref."""
         ref = self.refs.get(name)
         return None if ref is None else self.snapshot_by_id(ref.snapshot_id)
@@ -267,7 +271,7 @@ class TableMetadata:
 
     def ancestors_of(self, snapshot_id: int) -> Iterator[Snapshot]:
         """The snapshot, then its parent, and so on until a parent is missing (expired)."""
-        snapshot: Optional[Snapshot] = self.snapshot_by_id(snapshot_id)
+        snapshot: Snapshot | None = self.snapshot_by_id(snapshot_id)
         while snapshot is not None:
             yield snapshot
             parent = snapshot.parent_snapshot_id
@@ -310,13 +314,13 @@ class TableMetadata:
             )
         return replace(
             self,
-            snapshots=self.snapshots + (snapshot,),
+            snapshots=(*self.snapshots, snapshot),
             last_sequence_number=snapshot.sequence_number,
             last_updated_ms=snapshot.timestamp_ms,
             next_row_id=self._next_row_id_after(snapshot),
         )
 
-    def _next_row_id_after(self, snapshot: Snapshot) -> Optional[int]:
+    def _next_row_id_after(self, snapshot: Snapshot) -> int | None:
         """v3: the snapshot must start at the table's next row id; the counter moves past its rows."""
         if not self.tracks_row_lineage:
             if snapshot.first_row_id is not None:
@@ -332,7 +336,7 @@ class TableMetadata:
             )
         return snapshot.first_row_id + snapshot.added_rows
 
-    def set_branch(self, name: str, snapshot_id: int, *, timestamp_ms: Optional[int] = None) -> TableMetadata:
+    def set_branch(self, name: str, snapshot_id: int, *, timestamp_ms: int | None = None) -> TableMetadata:
         """Point branch ``name`` at a snapshot, keeping the branch's retention settings."""
         existing = self.refs.get(name)
         if existing is not None and not existing.is_branch:
@@ -340,7 +344,7 @@ class TableMetadata:
         ref = SnapshotRef(snapshot_id, BRANCH) if existing is None else replace(existing, snapshot_id=snapshot_id)
         return self.set_ref(name, ref, timestamp_ms=timestamp_ms)
 
-    def set_ref(self, name: str, ref: SnapshotRef, *, timestamp_ms: Optional[int] = None) -> TableMetadata:
+    def set_ref(self, name: str, ref: SnapshotRef, *, timestamp_ms: int | None = None) -> TableMetadata:
         """Create or replace a ref. Moving ``main`` changes the current snapshot and logs it.
 
         The log entry is stamped ``timestamp_ms``, else the snapshot's own
@@ -362,7 +366,7 @@ class TableMetadata:
             self,
             refs=refs,
             current_snapshot_id=ref.snapshot_id,
-            snapshot_log=self.snapshot_log + (SnapshotLogEntry(timestamp_ms, ref.snapshot_id),),
+            snapshot_log=(*self.snapshot_log, SnapshotLogEntry(timestamp_ms, ref.snapshot_id)),
             last_updated_ms=max(self.last_updated_ms, timestamp_ms),
         )
 
@@ -400,7 +404,7 @@ class TableMetadata:
         existing = next((s for s in self.schemas if s.same_columns(schema)), None)
         if existing is None:
             existing = schema.with_schema_id(max(s.schema_id for s in self.schemas) + 1)
-            updated = replace(self, schemas=self.schemas + (existing,), last_column_id=last_column_id)
+            updated = replace(self, schemas=(*self.schemas, existing), last_column_id=last_column_id)
         else:
             updated = replace(self, last_column_id=last_column_id)
         return updated.set_current_schema(existing.schema_id) if make_current else updated
@@ -418,7 +422,7 @@ class TableMetadata:
             existing = PartitionSpec(max(s.spec_id for s in self.partition_specs) + 1, tuple(spec.fields))
             updated = replace(
                 self,
-                partition_specs=self.partition_specs + (existing,),
+                partition_specs=(*self.partition_specs, existing),
                 last_partition_id=max(self.last_partition_id, existing.last_assigned_field_id),
             )
         return updated.set_default_spec(existing.spec_id) if make_default else updated
@@ -434,7 +438,7 @@ class TableMetadata:
         updated = self
         if existing is None:
             existing = SortOrder(max(o.order_id for o in self.sort_orders) + 1, order.fields)
-            updated = replace(self, sort_orders=self.sort_orders + (existing,))
+            updated = replace(self, sort_orders=(*self.sort_orders, existing))
         return updated.set_default_sort_order(existing.order_id) if make_default else updated
 
     def set_default_sort_order(self, order_id: int) -> TableMetadata:
@@ -454,7 +458,7 @@ class TableMetadata:
         return replace(self, properties={k: v for k, v in self.properties.items() if k not in gone})
 
     def with_metadata_log(
-        self, previous_file: str, max_entries: Optional[int] = None, *, timestamp_ms: int
+        self, previous_file: str, max_entries: int | None = None, *, timestamp_ms: int
     ) -> TableMetadata:
         """Record the metadata file this version replaces, keeping the newest entries.
 
@@ -464,7 +468,7 @@ class TableMetadata:
         """
         if max_entries is None:
             max_entries = props.METADATA_PREVIOUS_VERSIONS_MAX.read(self.properties)
-        log = self.metadata_log + (MetadataLogEntry(timestamp_ms, previous_file),)
+        log = (*self.metadata_log, MetadataLogEntry(timestamp_ms, previous_file))
         return replace(self, metadata_log=log[-max(1, max_entries) :])
 
     def metadata_files_dropped_by(self, newer: TableMetadata) -> list[str]:
@@ -476,7 +480,7 @@ class TableMetadata:
         kept = {e.metadata_file for e in newer.metadata_log}
         return [e.metadata_file for e in self.metadata_log if e.metadata_file not in kept]
 
-    def with_last_updated_ms(self, timestamp_ms: Optional[int] = None) -> TableMetadata:
+    def with_last_updated_ms(self, timestamp_ms: int | None = None) -> TableMetadata:
         """Stamp the metadata just before writing it (default: now)."""
         return replace(self, last_updated_ms=now_ms() if timestamp_ms is None else timestamp_ms)
 
@@ -547,13 +551,18 @@ def _validate(md: TableMetadata) -> None:
 
 def _problems(md: TableMetadata) -> Iterator[tuple[str, str]]:
     if md.format_version not in SUPPORTED_FORMAT_VERSIONS:
-        yield "format-version", f"only format versions {list(SUPPORTED_FORMAT_VERSIONS)} are supported, got {md.format_version}"
+        yield (
+            "format-version",
+            f"only format versions {list(SUPPORTED_FORMAT_VERSIONS)} are supported, got {md.format_version}",
+        )
     elif md.tracks_row_lineage and (md.next_row_id is None or md.next_row_id < 0):
         yield "next-row-id", f"a v{md.format_version} table needs a non-negative next-row-id, got {md.next_row_id}"
     elif not md.tracks_row_lineage and md.next_row_id is not None:
         yield "next-row-id", f"a v{md.format_version} table has no row lineage, got {md.next_row_id}"
     yield from _id_problems("schemas", [s.schema_id for s in md.schemas], md.current_schema_id, "current-schema-id")
-    yield from _id_problems("partition-specs", [s.spec_id for s in md.partition_specs], md.default_spec_id, "default-spec-id")
+    yield from _id_problems(
+        "partition-specs", [s.spec_id for s in md.partition_specs], md.default_spec_id, "default-spec-id"
+    )
     yield from _id_problems(
         "sort-orders", [o.order_id for o in md.sort_orders], md.default_sort_order_id, "default-sort-order-id"
     )
@@ -614,10 +623,10 @@ def new_table_metadata(
     spec: PartitionSpec,
     sort_order: SortOrder,
     location: str,
-    properties: Optional[Mapping[str, str]] = None,
-    table_uuid: Optional[uuid.UUID] = None,
+    properties: Mapping[str, str] | None = None,
+    table_uuid: uuid.UUID | None = None,
     *,
-    timestamp_ms: Optional[int] = None,
+    timestamp_ms: int | None = None,
 ) -> TableMetadata:
     """Metadata of a new, empty table, as Iceberg Java creates it.
 
@@ -693,7 +702,7 @@ def _rebind_sort_order(order: SortOrder, old: Schema, fresh: Schema) -> SortOrde
 
 def is_gzip_metadata_name(path: str) -> bool:
     """Java's two gzip namings: ``*.gz.metadata.json`` and the older ``*.metadata.json.gz``."""
-    return path.endswith(".gz.metadata.json") or path.endswith(".metadata.json.gz")
+    return path.endswith((".gz.metadata.json", ".metadata.json.gz"))
 
 
 def metadata_file_name(version: int, compressed: bool = False) -> str:
@@ -717,4 +726,3 @@ def parse_metadata_version(path: str) -> int:
     name = path.rstrip("/").rsplit("/", 1)[-1]
     match = _VERSIONED_NAME.match(name) or _HADOOP_NAME.match(name)
     return int(match.group(1)) if match else -1
-

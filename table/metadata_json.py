@@ -13,7 +13,8 @@ import gzip
 import json
 import uuid
 import zlib
-from typing import Any, Callable, Iterator, Protocol, TypeVar, Union
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol, TypeVar
 
 from table.errors import JsonFieldError, MalformedFileError, TableError, ValidationError
 from table.metadata import (
@@ -33,6 +34,7 @@ from table.sort_order import sort_order_from_json
 
 _T = TypeVar("_T")
 _GZIP_MAGIC = b"\x1f\x8b"
+
 
 class InputIO(Protocol):
     """What reading needs of a FileIO."""
@@ -113,7 +115,7 @@ def _brief(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def parse_table_metadata(data: Union[str, bytes], path: str = "<metadata>") -> TableMetadata:
+def parse_table_metadata(data: str | bytes, path: str = "<metadata>") -> TableMetadata:
     """Parse a metadata file's content (plain or gzip-compressed JSON) read from ``path``."""
     try:
         obj = json.loads(_decode(data, path))
@@ -122,7 +124,7 @@ def parse_table_metadata(data: Union[str, bytes], path: str = "<metadata>") -> T
     return table_metadata_from_json(obj, path)
 
 
-def _decode(data: Union[str, bytes], path: str) -> str:
+def _decode(data: str | bytes, path: str) -> str:
     if isinstance(data, str):
         return data
     if data[:2] == _GZIP_MAGIC:
@@ -141,8 +143,10 @@ def table_metadata_from_json(obj: Any, path: str = "<metadata>") -> TableMetadat
     r = _Reader(obj, path)
     version = r.get("format-version", int)
     if version not in SUPPORTED_FORMAT_VERSIONS:
-        raise r.fail("format-version", f"unsupported format version {version}; Floe reads versions "
-                                       f"{list(SUPPORTED_FORMAT_VERSIONS)}")
+        raise r.fail(
+            "format-version",
+            f"unsupported format version {version}; Floe reads versions {list(SUPPORTED_FORMAT_VERSIONS)}",
+        )
     schemas = tuple(_nested(path, at, item, schema_from_json) for at, item in r.items("schemas"))
     current_snapshot_id = r.get("current-snapshot-id", int, -1)
     try:
@@ -154,7 +158,9 @@ def table_metadata_from_json(obj: Any, path: str = "<metadata>") -> TableMetadat
             last_column_id=r.get("last-column-id", int),
             schemas=schemas,
             current_schema_id=r.get("current-schema-id", int),
-            partition_specs=tuple(_nested(path, at, item, partition_spec_from_json) for at, item in r.items("partition-specs")),
+            partition_specs=tuple(
+                _nested(path, at, item, partition_spec_from_json) for at, item in r.items("partition-specs")
+            ),
             default_spec_id=r.get("default-spec-id", int),
             last_partition_id=r.get("last-partition-id", int),
             sort_orders=tuple(_nested(path, at, item, sort_order_from_json) for at, item in r.items("sort-orders")),

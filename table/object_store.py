@@ -24,8 +24,8 @@ as on EKS, the instance or container role).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Optional
 from urllib.parse import urlsplit
 
 ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
@@ -42,12 +42,12 @@ class ObjectStoreSettingError(ValueError):
 class S3Settings:
     """Where and how to address S3; ``None`` leaves the choice to the AWS SDK."""
 
-    endpoint: Optional[str] = None
-    region: Optional[str] = None
+    endpoint: str | None = None
+    region: str | None = None
     path_style_access: bool = False
-    access_key: Optional[str] = field(default=None, repr=False)
-    secret_key: Optional[str] = field(default=None, repr=False)
-    session_token: Optional[str] = field(default=None, repr=False)
+    access_key: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
     """Explicit keys (vended by a catalog: :mod:`table.storage_credentials`); else the SDK's chain finds them."""
 
     @classmethod
@@ -66,7 +66,7 @@ class S3Settings:
             )
         return cls(endpoint, _first(environ, REGION_VARIABLES), flag in _TRUE)
 
-    def with_keys(self, access_key: str, secret_key: str, session_token: Optional[str]) -> S3Settings:
+    def with_keys(self, access_key: str, secret_key: str, session_token: str | None) -> S3Settings:
         """The same store, reached with these keys instead of the SDK's default chain."""
         return replace(self, access_key=access_key, secret_key=secret_key, session_token=session_token)
 
@@ -83,15 +83,18 @@ class S3Settings:
         """Keyword arguments for ``pyarrow.fs.S3FileSystem``."""
         # pyarrow addresses a bucket by path whenever an endpoint is given, so
         # virtual addressing must be asked for there unless path style is wanted.
-        options: dict[str, object] = {"force_virtual_addressing": self.endpoint is not None and not self.path_style_access}
+        options: dict[str, object] = {
+            "force_virtual_addressing": self.endpoint is not None and not self.path_style_access
+        }
         if self.endpoint is not None:
             parts = urlsplit(self.endpoint)
             options.update(endpoint_override=parts.netloc, scheme=parts.scheme)
         if self.region is not None:
             options["region"] = self.region
         if self.access_key is not None:
-            options.update(access_key=self.access_key, secret_key=self.secret_key,
-                           session_token=self.session_token or "")
+            options.update(
+                access_key=self.access_key, secret_key=self.secret_key, session_token=self.session_token or ""
+            )
         return options
 
     def hadoop_options(self) -> dict[str, str]:
@@ -105,7 +108,7 @@ class S3Settings:
         return options
 
 
-def endpoint_problem(endpoint: str) -> Optional[str]:
+def endpoint_problem(endpoint: str) -> str | None:
     """What is wrong with an endpoint, or None: it is ``http(s)://host[:port]`` (the scheme decides TLS, no path)."""
     parts = urlsplit(endpoint)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/") or parts.query:
@@ -113,7 +116,7 @@ def endpoint_problem(endpoint: str) -> Optional[str]:
     return None
 
 
-def _first(environ: Mapping[str, str], names: tuple[str, ...]) -> Optional[str]:
+def _first(environ: Mapping[str, str], names: tuple[str, ...]) -> str | None:
     for name in names:
         value = environ.get(name, "").strip()
         if value:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 import string
 import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,8 +43,8 @@ from table.types import (
 PARTITION_FIELD_ID_START = 1000
 """First partition field id; ids below it belong to schema columns in v1 tables."""
 
-TransformLike = Union[Transform, str]
-FieldRequest = Union[tuple[TransformLike, str], tuple[TransformLike, str, Optional[str]]]
+TransformLike: TypeAlias = Transform | str
+FieldRequest: TypeAlias = tuple[TransformLike, str] | tuple[TransformLike, str, str | None]
 """``(transform, source column name)`` or ``(transform, column, partition name)``."""
 
 
@@ -101,13 +102,10 @@ class PartitionSpec:
     def partition_type(self, schema: Any) -> StructType:
         """The partition tuple's struct: field ids, names, result types, all optional."""
         return StructType(
-            *(
-                NestedField(f.field_id, f.name, _result_type(schema, f), required=False)
-                for f in self.fields
-            )
+            *(NestedField(f.field_id, f.name, _result_type(schema, f), required=False) for f in self.fields)
         )
 
-    def compatible_with(self, other: "PartitionSpec") -> bool:
+    def compatible_with(self, other: PartitionSpec) -> bool:
         """Same sources, transforms and names in the same order; ids are ignored."""
         return [(f.source_id, f.transform, f.name) for f in self.fields] == [
             (f.source_id, f.transform, f.name) for f in other.fields
@@ -122,8 +120,7 @@ class PartitionSpec:
 
         def partition_of(record: Mapping[int, Any]) -> tuple[Any, ...]:
             return tuple(
-                None if isinstance(f.transform, VoidTransform) else fn(_source_value(record, f))
-                for f, fn in bound
+                None if isinstance(f.transform, VoidTransform) else fn(_source_value(record, f)) for f, fn in bound
             )
 
         return partition_of
@@ -169,7 +166,7 @@ UNPARTITIONED_SPEC = PartitionSpec(0, ())
 # ------------------------------------------------------------ schema access
 
 
-def _lookup(schema: Any, key: Union[int, str]) -> Optional[NestedField]:
+def _lookup(schema: Any, key: int | str) -> NestedField | None:
     """The schema field for a name or id, or None when the schema has none."""
     try:
         return schema.find_field(key)
@@ -183,9 +180,7 @@ def _source_type(schema: Any, field: PartitionField) -> IcebergType:
         return source.field_type
     if isinstance(field.transform, VoidTransform):
         return IntegerType()  # a void field may outlive its dropped source column
-    raise SchemaError(
-        f"partition field {field.name!r}: source field {field.source_id} is not in the schema"
-    )
+    raise SchemaError(f"partition field {field.name!r}: source field {field.source_id} is not in the schema")
 
 
 def _result_type(schema: Any, field: PartitionField) -> IcebergType:
@@ -254,7 +249,7 @@ def _field_from_json(obj: Any, index: int) -> PartitionField:
     if not isinstance(name, str) or not name:
         raise PartitionSpecJsonError(f"{at}.name", f"expected a string, got {name!r}")
     try:
-        parsed = parse_transform(transform)
+        parsed = parse_transform(str(transform))
     except TableError as exc:
         raise PartitionSpecJsonError(f"{at}.transform", str(exc)) from exc
     # v1 specs may omit field ids; Java then numbered fields from 1000 in order.
@@ -290,7 +285,7 @@ class _Request:
     transform: Transform
     column: str
     source: NestedField
-    name: Optional[str]
+    name: str | None
 
 
 def _resolve(schema: Any, reachable: set[int], request: FieldRequest) -> _Request:
@@ -376,23 +371,17 @@ def build_partition_spec(
     default names follow Iceberg Java (``ts_day``, ``id_bucket``, ``name_trunc``).
     """
     built = [
-        PartitionField(
-            r.source.field_id, last_partition_id + 1 + i, r.transform, r.name or _default_name(r, False)
-        )
+        PartitionField(r.source.field_id, last_partition_id + 1 + i, r.transform, r.name or _default_name(r, False))
         for i, r in enumerate(_requests(schema, fields))
     ]
     return _validated(schema, spec_id, built)
 
 
-def _field_history(
-    specs: Sequence[PartitionSpec], last_partition_id: int
-) -> dict[tuple[int, str], PartitionField]:
+def _field_history(specs: Sequence[PartitionSpec], last_partition_id: int) -> dict[tuple[int, str], PartitionField]:
     """Each (source id, transform) pair of any spec, the newest spec winning."""
     highest = max((s.last_assigned_field_id for s in specs), default=PARTITION_FIELD_ID_START - 1)
     if highest > last_partition_id:
-        raise ValidationError(
-            f"last_partition_id {last_partition_id} is below existing partition field id {highest}"
-        )
+        raise ValidationError(f"last_partition_id {last_partition_id} is below existing partition field id {highest}")
     history: dict[tuple[int, str], PartitionField] = {}
     for spec in sorted(specs, key=lambda s: s.spec_id):
         history.update({(f.source_id, str(f.transform)): f for f in spec.fields})
@@ -501,7 +490,7 @@ def _transformed(batch: pa.RecordBatch, struct: StructType, partition_field: Par
     return values
 
 
-def _source_array(batch: pa.RecordBatch, struct: StructType, source_id: int) -> Optional[pa.Array]:
+def _source_array(batch: pa.RecordBatch, struct: StructType, source_id: int) -> pa.Array | None:
     chain = _name_chain(struct, source_id)
     if chain is None:
         return None
@@ -514,7 +503,7 @@ def _source_array(batch: pa.RecordBatch, struct: StructType, source_id: int) -> 
     return array
 
 
-def _name_chain(struct: StructType, field_id: int) -> Optional[list[str]]:
+def _name_chain(struct: StructType, field_id: int) -> list[str] | None:
     for child in struct.fields:
         if child.field_id == field_id:
             return [child.name]

@@ -12,8 +12,9 @@ Callers ask a :class:`Property` for its value: ``TARGET_FILE_SIZE.read(props)``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Generic, Mapping, Optional, TypeVar
+from typing import Generic, TypeVar
 
 from table.errors import ValidationError
 
@@ -80,7 +81,7 @@ def parse_metadata_codec(key: str, raw: str) -> str:
     return codec
 
 
-def parse_location(key: str, raw: str) -> Optional[str]:
+def parse_location(key: str, raw: str) -> str | None:
     """A directory, its trailing slashes dropped so that joins add exactly one; blank is unset."""
     stripped = raw.strip().rstrip("/")
     return stripped or None
@@ -135,20 +136,20 @@ class Property(Generic[T]):
 MiB = 1024 * 1024
 
 # -- locations (see table.locations) -------------------------------------------------
-DATA_PATH: Property[Optional[str]] = Property("write.data.path", None, parse_location)
-METADATA_PATH: Property[Optional[str]] = Property("write.metadata.path", None, parse_location)
+DATA_PATH: Property[str | None] = Property("write.data.path", None, parse_location)
+METADATA_PATH: Property[str | None] = Property("write.metadata.path", None, parse_location)
 
 # -- data and delete files ---------------------------------------------------------
 TARGET_FILE_SIZE = Property("write.target-file-size-bytes", 512 * MiB, parse_positive_int)
 DELETE_TARGET_FILE_SIZE = Property("write.delete.target-file-size-bytes", 64 * MiB, parse_positive_int)
 PARQUET_COMPRESSION = Property("write.parquet.compression-codec", "zstd", parse_parquet_codec)
-PARQUET_COMPRESSION_LEVEL: Property[Optional[int]] = Property("write.parquet.compression-level", None, parse_int)
+PARQUET_COMPRESSION_LEVEL: Property[int | None] = Property("write.parquet.compression-level", None, parse_int)
 PARQUET_ROW_GROUP_SIZE = Property("write.parquet.row-group-size-bytes", 128 * MiB, parse_positive_int)
-DISTRIBUTION_MODE: Property[Optional[str]] = Property("write.distribution-mode", None, parse_distribution_mode)
+DISTRIBUTION_MODE: Property[str | None] = Property("write.distribution-mode", None, parse_distribution_mode)
 """Unset: ``hash`` for a partitioned table, ``none`` otherwise (Spark's Iceberg default)."""
 
 # -- column metrics (see table.parquet.column_stats) -----------------------------------------
-METRICS_DEFAULT: Property[Optional[str]] = Property("write.metadata.metrics.default", None, parse_text)
+METRICS_DEFAULT: Property[str | None] = Property("write.metadata.metrics.default", None, parse_text)
 """Unset: ``truncate(16)``, for the first ``METRICS_MAX_INFERRED_COLUMNS`` columns only."""
 METRICS_COLUMN_PREFIX = "write.metadata.metrics.column."
 """Followed by a column name: that column's metrics mode."""
@@ -188,8 +189,9 @@ KEY_INDEX_BUCKETS = Property("floe.key-index.buckets", 16, parse_positive_int)
 """Buckets of a key index, read when one is (re)built."""
 KEY_INDEX_MAX_DELTAS = Property("floe.key-index.max-deltas", 8, parse_positive_int)
 """Deltas a key index bucket holds before a batch merges them into a new base."""
-KEY_INDEX_MAP_SIDE_MAX_BYTES = Property("floe.key-index.map-side-lookup-max-bytes", 256 * 1024 * 1024,
-                                        parse_non_negative_int)
+KEY_INDEX_MAP_SIDE_MAX_BYTES = Property(
+    "floe.key-index.map-side-lookup-max-bytes", 256 * 1024 * 1024, parse_non_negative_int
+)
 """A key index up to this size is looked up by the decode tasks themselves, each caching all of it
 (as Spark broadcasts a small join side); a bigger one is looked up bucket by bucket after an
 exchange by bucket, so that no executor holds more than its buckets. 0: always by bucket."""

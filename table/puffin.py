@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 from table.errors import MalformedFileError, ValidationError
 from table.io import FileIO, FileIOError, removed_on_failure
@@ -60,7 +61,7 @@ class BlobMetadata:
     sequence_number: int
     offset: int
     length: int
-    compression_codec: Optional[str] = None
+    compression_codec: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -128,7 +129,7 @@ class PuffinWriter:
         blob_type: str,
         fields: Sequence[int],
         payload: bytes,
-        properties: Optional[Mapping[str, str]] = None,
+        properties: Mapping[str, str] | None = None,
         *,
         snapshot_id: int = -1,
         sequence_number: int = -1,
@@ -152,7 +153,7 @@ class PuffinWriter:
         self._blobs.append(blob)
         return blob
 
-    def to_bytes(self, file_properties: Optional[Mapping[str, str]] = None) -> bytes:
+    def to_bytes(self, file_properties: Mapping[str, str] | None = None) -> bytes:
         """The whole file: magic, the blobs, then the footer (uncompressed payload)."""
         properties = {"created-by": CREATED_BY, **(file_properties or {})}
         metadata = {"blobs": [b.to_json() for b in self._blobs], "properties": properties}
@@ -164,7 +165,7 @@ class PuffinWriter:
 
 
 def read_footer(
-    tail: bytes, path: str = "<puffin>", file_size: Optional[int] = None
+    tail: bytes, path: str = "<puffin>", file_size: int | None = None
 ) -> tuple[list[BlobMetadata], dict[str, str]]:
     """The blobs and file properties in a Puffin file's footer.
 
@@ -191,14 +192,15 @@ def read_footer(
     for i, blob in enumerate(blobs):
         if blob.offset < len(MAGIC) or blob.offset + blob.length > end:
             raise InvalidPuffinFile(
-                path, f"footer.blobs[{i}].offset",
+                path,
+                f"footer.blobs[{i}].offset",
                 f"blob [{blob.offset}, {blob.offset + blob.length}) is outside the blobs [{len(MAGIC)}, {end})",
             )
     return blobs, _string_map(metadata.get("properties", {}), path, "footer.properties")
 
 
 def write_puffin(
-    io: FileIO, location: str, writer: PuffinWriter, file_properties: Optional[Mapping[str, str]] = None
+    io: FileIO, location: str, writer: PuffinWriter, file_properties: Mapping[str, str] | None = None
 ) -> int:
     """Write the file at ``location`` in one request; returns its size in bytes.
 

@@ -20,9 +20,11 @@ Compaction copies them into the files it writes, so rows keep their ids.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
-from typing import Iterable, Iterator, Optional, Sequence, TypeVar
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -51,14 +53,14 @@ def read_tasks(
     projected_schema: Schema,
     row_filter: BooleanExpression = ALWAYS_TRUE,
     *,
-    table_schema: Optional[Schema] = None,
+    table_schema: Schema | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     max_equality_keys: int = DEFAULT_MAX_EQUALITY_KEYS,
     key_cache_bytes: int = DEFAULT_KEY_CACHE_BYTES,
-    key_cache: Optional[DeleteKeyCache] = None,
+    key_cache: DeleteKeyCache | None = None,
     with_positions: bool = False,
     position_cache_bytes: int = DEFAULT_POSITION_CACHE_BYTES,
-    position_cache: Optional[PositionCache] = None,
+    position_cache: PositionCache | None = None,
     with_lineage: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """The live rows of every task that match ``row_filter`` (and the task's
@@ -84,8 +86,18 @@ def read_tasks(
     output = lineage_schema(projected_schema) if with_lineage else projected_schema
     output = positioned_schema(output) if with_positions else output
     readers = (
-        _TaskReader(io, task, schema, output, _residual(bound, task, schema), batch_size, max_equality_keys,
-                    shared, positions, with_positions)
+        _TaskReader(
+            io,
+            task,
+            schema,
+            output,
+            _residual(bound, task, schema),
+            batch_size,
+            max_equality_keys,
+            shared,
+            positions,
+            with_positions,
+        )
         for task in tasks
     )
     for reader, deletes, start, batch in read_ahead(_decoded(readers)):
@@ -152,11 +164,16 @@ class _TaskReader:
 
     def load_deletes(self) -> DeleteFilter:
         return DeleteFilter.load(
-            self.io, self.task, self.read_schema, self.data, self.max_equality_keys, self.key_cache,
+            self.io,
+            self.task,
+            self.read_schema,
+            self.data,
+            self.max_equality_keys,
+            self.key_cache,
             self.position_cache,
         )
 
-    def live(self, deletes: DeleteFilter, start: int, batch: pa.RecordBatch) -> Optional[pa.RecordBatch]:
+    def live(self, deletes: DeleteFilter, start: int, batch: pa.RecordBatch) -> pa.RecordBatch | None:
         """The rows of ``batch`` (the data file's, from position ``start``) that
         are live and match the residual, as the output schema; None when none is."""
         if self.lineage:
@@ -211,10 +228,8 @@ def read_ahead(items: Iterator[T], depth: int = 1) -> Iterator[T]:
     finally:
         stop.set()
         while helper.is_alive():  # unblock a put waiting for room, until the helper is gone
-            try:
+            with contextlib.suppress(queue.Empty):
                 handoff.get(timeout=0.05)
-            except queue.Empty:
-                pass
 
 
 def _with_positions(batch: pa.RecordBatch, start: int) -> pa.RecordBatch:

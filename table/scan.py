@@ -10,7 +10,7 @@ pure logic over manifest entries (:func:`plan_tasks`); only
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Mapping, Optional, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -50,9 +50,7 @@ class FilePruner:
     """Decides, per partition spec, which manifests and files a bound row
     filter may need: partition summaries, partition tuples, then metrics."""
 
-    def __init__(
-        self, row_filter: BooleanExpression, schema: Schema, specs: Mapping[int, PartitionSpec]
-    ) -> None:
+    def __init__(self, row_filter: BooleanExpression, schema: Schema, specs: Mapping[int, PartitionSpec]) -> None:
         self._filter = row_filter
         self._schema = schema
         self._specs = specs
@@ -132,21 +130,17 @@ class TableScan:
         metadata: TableMetadata,
         row_filter: BooleanExpression = ALWAYS_TRUE,
         selected_fields: Sequence[str] = ("*",),
-        snapshot_id: Optional[int] = None,
-        ref: Optional[str] = None,
-        as_of_timestamp_ms: Optional[int] = None,
+        snapshot_id: int | None = None,
+        ref: str | None = None,
+        as_of_timestamp_ms: int | None = None,
         case_sensitive: bool = True,
     ) -> None:
         selectors = {"snapshot_id": snapshot_id, "ref": ref, "as_of_timestamp_ms": as_of_timestamp_ms}
         chosen = [name for name, value in selectors.items() if value is not None]
         if len(chosen) > 1:
-            raise ValidationError(
-                f"give at most one of snapshot_id, ref and as_of_timestamp_ms, got {chosen}"
-            )
+            raise ValidationError(f"give at most one of snapshot_id, ref and as_of_timestamp_ms, got {chosen}")
         if isinstance(selected_fields, str):
-            raise ValidationError(
-                f"selected_fields must be a sequence of names, got the string {selected_fields!r}"
-            )
+            raise ValidationError(f"selected_fields must be a sequence of names, got the string {selected_fields!r}")
         self.io = io
         self.metadata = metadata
         self.row_filter = row_filter
@@ -156,7 +150,7 @@ class TableScan:
         self.as_of_timestamp_ms = as_of_timestamp_ms
         self.case_sensitive = case_sensitive
 
-    def snapshot(self) -> Optional[Snapshot]:
+    def snapshot(self) -> Snapshot | None:
         """The snapshot to read; None for a table that has none yet."""
         md = self.metadata
         if self.snapshot_id is not None:

@@ -12,8 +12,9 @@ list or map value is also reachable by the short name that skips
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Iterator, Optional, Union
+from typing import Any, TypeAlias
 
 from table import conversions
 from table.errors import ROOT_FIELD, JsonFieldError, SchemaError, TableError
@@ -53,7 +54,7 @@ LAST_UPDATED_SEQUENCE_NUMBER = NestedField(2147483539, "_last_updated_sequence_n
 """v3 row lineage: the sequence number that last changed the row, inherited from the file unless stored."""
 LINEAGE_FIELDS = (ROW_ID, LAST_UPDATED_SEQUENCE_NUMBER)
 
-FieldRef = Union[str, int]
+FieldRef: TypeAlias = str | int
 """A column named by its dotted name or by its field id."""
 
 
@@ -76,7 +77,7 @@ class _Index:
     name_of: dict[int, str]
     parent_of: dict[int, int]
     by_name: dict[str, int]
-    by_lower_name: dict[str, Optional[int]]  # None: two names differ only in case
+    by_lower_name: dict[str, int | None]  # None: two names differ only in case
 
 
 def _hides_in_short_name(container: IcebergType, child: NestedField) -> bool:
@@ -96,13 +97,11 @@ def _build_index(struct: StructType) -> _Index:
     by_name: dict[str, int] = {}
     short_names: dict[str, int] = {}
 
-    def visit(t: IcebergType, parent: Optional[int], prefix: str, short_prefix: str) -> None:
+    def visit(t: IcebergType, parent: int | None, prefix: str, short_prefix: str) -> None:
         for child in t.fields if isinstance(t, NestedType) else ():
             name = prefix + child.name
             if child.field_id in by_id:
-                raise SchemaError(
-                    f"field id {child.field_id} is used by both {name_of[child.field_id]!r} and {name!r}"
-                )
+                raise SchemaError(f"field id {child.field_id} is used by both {name_of[child.field_id]!r} and {name!r}")
             if name in by_name:
                 raise SchemaError(f"two fields are named {name!r} (ids {by_name[name]} and {child.field_id})")
             by_id[child.field_id] = child
@@ -118,7 +117,7 @@ def _build_index(struct: StructType) -> _Index:
     visit(struct, None, "", "")
     for short, field_id in short_names.items():
         by_name.setdefault(short, field_id)  # canonical names win over short ones
-    by_lower: dict[str, Optional[int]] = {}
+    by_lower: dict[str, int | None] = {}
     for name, field_id in by_name.items():
         lower = name.lower()
         by_lower[lower] = field_id if by_lower.get(lower, field_id) == field_id else None
@@ -133,7 +132,7 @@ def _build_index(struct: StructType) -> _Index:
 class Schema:
     """An immutable table schema: top-level fields, schema id, identifier fields."""
 
-    __slots__ = ("_struct", "_schema_id", "_identifier_field_ids", "_index")
+    __slots__ = ("_identifier_field_ids", "_index", "_schema_id", "_struct")
 
     def __init__(
         self,
@@ -195,7 +194,7 @@ class Schema:
             raise SchemaError(f"schema {self._schema_id} has no field with id {field_id}")
         return self._index.name_of[field_id]
 
-    def parent_id(self, field_id: int) -> Optional[int]:
+    def parent_id(self, field_id: int) -> int | None:
         """Id of the field that contains ``field_id``; None for top-level fields."""
         self.find_column_name(field_id)
         return self._index.parent_of.get(field_id)
@@ -303,7 +302,7 @@ class Schema:
         return f"table schema {self._schema_id} {{{lines}\n}}"
 
 
-def _prune_field(field: NestedField, selected: set[int]) -> Optional[NestedField]:
+def _prune_field(field: NestedField, selected: set[int]) -> NestedField | None:
     """``field`` cut down to the selected ids beneath it, or None if nothing is selected."""
     inner = _prune_type(field.field_type, selected)
     if inner is not None:
@@ -311,7 +310,7 @@ def _prune_field(field: NestedField, selected: set[int]) -> Optional[NestedField
     return field if field.field_id in selected else None
 
 
-def _prune_type(t: IcebergType, selected: set[int]) -> Optional[IcebergType]:
+def _prune_type(t: IcebergType, selected: set[int]) -> IcebergType | None:
     """``t`` with only the selected descendants, or None when none is selected."""
     if isinstance(t, StructType):
         kept = [f for f in (_prune_field(f, selected) for f in t.fields) if f is not None]
@@ -332,7 +331,7 @@ def _prune_type(t: IcebergType, selected: set[int]) -> Optional[IcebergType]:
 # --------------------------------------------------------------------------
 
 
-def type_to_json(t: IcebergType) -> Union[str, dict[str, Any]]:
+def type_to_json(t: IcebergType) -> str | dict[str, Any]:
     """The Appendix C JSON of a type: a string for primitives, an object otherwise."""
     if isinstance(t, StructType):
         return {"type": "struct", "fields": [_field_to_json(f) for f in t.fields]}
@@ -452,7 +451,7 @@ def _default_from_json(obj: dict[str, Any], key: str, field_type: IcebergType, a
 _MISSING = object()
 
 
-def _get(obj: dict[str, Any], key: str, kind: Union[type, tuple[type, ...]], at: str, default: Any = _MISSING) -> Any:
+def _get(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], at: str, default: Any = _MISSING) -> Any:
     """``obj[key]`` checked to be of ``kind``; missing keys (and nulls) take ``default`` or fail."""
     where = f"{at}.{key}" if at else key
     value = obj.get(key)
@@ -464,14 +463,14 @@ def _get(obj: dict[str, Any], key: str, kind: Union[type, tuple[type, ...]], at:
     return value
 
 
-def _expect(value: Any, kind: Union[type, tuple[type, ...]], at: str, what: str) -> None:
+def _expect(value: Any, kind: type | tuple[type, ...], at: str, what: str) -> None:
     kinds = kind if isinstance(kind, tuple) else (kind,)
     is_bool = isinstance(value, bool)
     if not isinstance(value, kinds) or (is_bool and bool not in kinds):
         raise SchemaJsonError(at or ROOT_FIELD, f"must be {what}, got {value!r}")
 
 
-def _describe(kind: Union[type, tuple[type, ...]]) -> str:
+def _describe(kind: type | tuple[type, ...]) -> str:
     names = {int: "an integer", str: "a string", bool: "a boolean", list: "a list", dict: "a JSON object"}
     kinds = kind if isinstance(kind, tuple) else (kind,)
     return " or ".join(names.get(k, k.__name__) for k in kinds)
@@ -487,7 +486,7 @@ def _counter(start: int = 1) -> Callable[[], int]:
     return lambda: next(it)
 
 
-def assign_fresh_ids(schema: Schema, next_id: Optional[Callable[[], int]] = None) -> Schema:
+def assign_fresh_ids(schema: Schema, next_id: Callable[[], int] | None = None) -> Schema:
     """``schema`` renumbered with ids from ``next_id`` (default 1, 2, ...), as at table creation.
 
     The order is Iceberg Java's ``TypeUtil.assignFreshIds``: a struct's own
@@ -530,4 +529,3 @@ def _fresh_type(t: IcebergType, next_id: Callable[[], int], id_map: dict[int, in
         value_type = _fresh_type(t.value_type, next_id, id_map)
         return MapType(key_id, key_type, value_id, value_type, t.value_required)
     return t
-

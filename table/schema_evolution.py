@@ -8,7 +8,7 @@ against a base schema and validates them only when they are applied.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Optional, Union
+from typing import Any, cast
 
 from table import conversions
 from table.errors import SchemaError, TableError
@@ -46,7 +46,7 @@ _ROOT = -1  # parent id of top-level fields in SchemaUpdate's bookkeeping
 class _Move:
     field_id: int
     where: str  # "first", "before" or "after"
-    reference_id: Optional[int] = None
+    reference_id: int | None = None
 
 
 class SchemaUpdate:
@@ -71,16 +71,16 @@ class SchemaUpdate:
         self._added_names: dict[str, int] = {}
         self._added_parent: dict[int, int] = {}
         self._moves: dict[int, list[_Move]] = {}
-        self._identifier_names: Optional[tuple[str, ...]] = None
+        self._identifier_names: tuple[str, ...] | None = None
 
     # -- adding ---------------------------------------------------------------
 
     def add_column(
         self,
-        path: Union[str, tuple[str, ...]],
+        path: str | tuple[str, ...],
         field_type: IcebergType,
         required: bool = False,
-        doc: Optional[str] = None,
+        doc: str | None = None,
         default: Any = None,
     ) -> SchemaUpdate:
         """Add a column; a tuple path adds inside a struct (or a list's/map's struct).
@@ -137,7 +137,11 @@ class SchemaUpdate:
     def _check_name_free(self, parent_id: int, parents: list[str], name: str, full_name: str) -> None:
         if full_name in self._added_names:
             raise SchemaError(f"cannot add column {full_name!r}: it is already being added")
-        siblings = self._base.as_struct().fields if parent_id == _ROOT else self._base.find_type(parent_id).fields
+        siblings = (
+            self._base.as_struct().fields
+            if parent_id == _ROOT
+            else cast(StructType, self._base.find_type(parent_id)).fields
+        )
         for sibling in siblings:
             current = self._updates.get(sibling.field_id, sibling)
             if current.name == name and sibling.field_id not in self._deletes:
@@ -202,7 +206,7 @@ class SchemaUpdate:
         self._updates[field.field_id] = replace(field, required=False)
         return self
 
-    def update_doc(self, name: str, doc: Optional[str]) -> SchemaUpdate:
+    def update_doc(self, name: str, doc: str | None) -> SchemaUpdate:
         field = self._find_for_update(name, "update the doc of")
         self._reject_container_child(field.field_id, name, "set the doc of")
         self._updates[field.field_id] = replace(field, doc=doc)
@@ -270,7 +274,7 @@ class SchemaUpdate:
 
     # -- result ---------------------------------------------------------------
 
-    def apply(self, schema_id: Optional[int] = None) -> tuple[Schema, int]:
+    def apply(self, schema_id: int | None = None) -> tuple[Schema, int]:
         """The evolved schema (id ``schema_id``, else the base's) and the new last column id."""
         struct = self._apply_struct(self._base.as_struct(), _ROOT)
         identifier_ids = self._identifier_ids(struct)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Optional
+from typing import Any
 
 from table.errors import ROOT_FIELD, JsonFieldError, TableError, ValidationError
 from table.schema import Schema
@@ -39,7 +39,7 @@ class SortField:
     source_id: int
     transform: Transform = field(default_factory=IdentityTransform)
     direction: SortDirection = SortDirection.ASC
-    null_order: Optional[NullOrder] = None
+    null_order: NullOrder | None = None
 
     def __post_init__(self) -> None:
         if self.null_order is None:

@@ -28,9 +28,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +51,8 @@ class S3Credential:
     prefix: str
     access_key_id: str
     secret_access_key: str = field(repr=False)
-    session_token: Optional[str] = field(default=None, repr=False)
-    expires_at_ms: Optional[int] = None
+    session_token: str | None = field(default=None, repr=False)
+    expires_at_ms: int | None = None
 
     def covers(self, location: str) -> bool:
         """Whether ``location`` starts with this credential's prefix (``s3a://`` and ``s3://`` alike).
@@ -67,8 +68,9 @@ class S3Credential:
         return self.expires_at_ms is not None and self.expires_at_ms - now_ms <= ms
 
 
-def vended_credentials(table_prefixes: Sequence[str], config: Optional[Mapping[str, Any]],
-                       storage_credentials: Any) -> list[S3Credential]:
+def vended_credentials(
+    table_prefixes: Sequence[str], config: Mapping[str, Any] | None, storage_credentials: Any
+) -> list[S3Credential]:
     """The S3 credentials of one load answer.
 
     The spec has clients look at ``storage-credentials`` first: its S3
@@ -89,14 +91,19 @@ def vended_credentials(table_prefixes: Sequence[str], config: Optional[Mapping[s
     return [c for c in (_s3_credential(prefix, config) for prefix in table_prefixes) if c is not None]
 
 
-def _s3_credential(prefix: str, properties: Mapping[str, Any]) -> Optional[S3Credential]:
+def _s3_credential(prefix: str, properties: Mapping[str, Any]) -> S3Credential | None:
     key, secret = properties.get(ACCESS_KEY_ID), properties.get(SECRET_ACCESS_KEY)
     if not prefix or not key or not secret:
         return None
     expires = properties.get(EXPIRES_AT_MS)
     token = properties.get(SESSION_TOKEN)
-    return S3Credential(prefix, str(key), str(secret), str(token) if token else None,
-                        int(expires) if str(expires or "").isdigit() else None)
+    return S3Credential(
+        prefix,
+        str(key),
+        str(secret),
+        str(token) if token else None,
+        int(str(expires)) if str(expires or "").isdigit() else None,
+    )
 
 
 def _comparable(location: str) -> str:
@@ -124,7 +131,7 @@ class CredentialStore:
         self._lock = threading.Lock()
         self._scope = threading.local()
 
-    def remember(self, credentials: Iterable[S3Credential], refresh: Optional[Refresh] = None) -> None:
+    def remember(self, credentials: Iterable[S3Credential], refresh: Refresh | None = None) -> None:
         with self._lock:
             for credential in credentials:
                 key = _comparable(credential.prefix)
@@ -132,7 +139,7 @@ class CredentialStore:
                 if refresh is not None:
                     self._refresh[key] = refresh
 
-    def for_location(self, location: str) -> Optional[S3Credential]:
+    def for_location(self, location: str) -> S3Credential | None:
         """The credential with the longest prefix covering ``location``, if any; refreshed when about to expire."""
         found = self._covering(location)
         if found is not None and self._refresh_due(found):
@@ -140,7 +147,7 @@ class CredentialStore:
             found = self._covering(location)
         return found
 
-    def _covering(self, location: str) -> Optional[S3Credential]:
+    def _covering(self, location: str) -> S3Credential | None:
         with self._lock:
             covering = [c for c in self._by_prefix.values() if c.covers(location)]
         return max(covering, key=lambda c: len(_comparable(c.prefix)), default=None)
@@ -148,7 +155,10 @@ class CredentialStore:
     def _refresh_due(self, credential: S3Credential) -> bool:
         key = _comparable(credential.prefix)
         with self._lock:
-            if key not in self._refresh or time.monotonic() - self._refreshed_at.get(key, -1e9) < REFRESH_AT_MOST_EVERY_S:
+            if (
+                key not in self._refresh
+                or time.monotonic() - self._refreshed_at.get(key, -1e9) < REFRESH_AT_MOST_EVERY_S
+            ):
                 return False
         return credential.expires_within(REFRESH_BEFORE_EXPIRY_MS, self._clock_ms())
 
@@ -166,8 +176,11 @@ class CredentialStore:
         """The credentials for files of the table at ``location``: under it, beside it, or covering it."""
         table = _comparable(location).rstrip("/")
         with self._lock:
-            return tuple(c for c in self._by_prefix.values()
-                         if _comparable(c.prefix).startswith(table) or table.startswith(_comparable(c.prefix)))
+            return tuple(
+                c
+                for c in self._by_prefix.values()
+                if _comparable(c.prefix).startswith(table) or table.startswith(_comparable(c.prefix))
+            )
 
     def snapshot(self) -> tuple[S3Credential, ...]:
         with self._lock:
@@ -189,7 +202,7 @@ class CredentialStore:
         finally:
             self._scope.table = previous
 
-    def carried(self, task: Callable[..., Any], table_location: Optional[str] = None) -> Callable[..., Any]:
+    def carried(self, task: Callable[..., Any], table_location: str | None = None) -> Callable[..., Any]:
         """``task``, carrying the credentials of its table to the Spark worker that runs it.
 
         The table is ``table_location``, else the one of :meth:`scoped_to`;

@@ -24,8 +24,9 @@ import math
 import re
 import struct
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, Callable, Optional, Union
+from typing import Any, TypeAlias
 
 import mmh3
 import pyarrow as pa
@@ -69,7 +70,7 @@ from table.types import (
     UUIDType,
 )
 
-ArrowArray = Union[pa.Array, pa.ChunkedArray]
+ArrowArray: TypeAlias = pa.Array | pa.ChunkedArray
 _INT_MAX_MASK = 0x7FFFFFFF
 _EPOCH_YEAR = 1970
 _INTEGRAL = (IntegerType, LongType, DateType, TimeType, TimestampType, TimestamptzType)
@@ -136,7 +137,7 @@ def _java_float_string(value: float, single: bool) -> str:
         return plain if "." in plain else plain + ".0"
     sign, digits, exponent = exact.normalize().as_tuple()
     mantissa = "".join(map(str, digits))
-    power = len(digits) - 1 + exponent  # type: ignore[operator]
+    power = len(digits) - 1 + exponent  # type: ignore[operator]  # a finite decimal's exponent is an int
     return f"{'-' if sign else ''}{mantissa[0]}.{mantissa[1:] or '0'}E{power}"
 
 
@@ -212,7 +213,7 @@ def _per_value(array: pa.Array, fn: Callable[[Any], Any], result: pa.DataType) -
     return pa.array([None if v is None else fn(v) for v in array.to_pylist()], type=result)
 
 
-def _unsupported_arrow(transform: "Transform", array: pa.Array) -> ValidationError:
+def _unsupported_arrow(transform: Transform, array: pa.Array) -> ValidationError:
     return ValidationError(f"transform {transform} cannot apply to Arrow type {array.type}")
 
 
@@ -224,7 +225,7 @@ def _rotl(x: pa.Array, bits: int) -> pa.Array:
     return pc.bit_wise_or(pc.shift_left(x, _u32(bits)), pc.shift_right(x, _u32(32 - bits)))
 
 
-def _murmur_block(h: Union[pa.Array, pa.Scalar], k: pa.Array) -> pa.Array:
+def _murmur_block(h: pa.Array | pa.Scalar, k: pa.Array) -> pa.Array:
     k = pc.multiply(_rotl(pc.multiply(k, _u32(0xCC9E2D51)), 15), _u32(0x1B873593))
     h = _rotl(pc.bit_wise_xor(h, k), 13)
     return pc.add(pc.multiply(h, _u32(5)), _u32(0xE6546B64))
@@ -245,7 +246,7 @@ def _murmur_longs(longs: pa.Array) -> pa.Array:
     return pc.bit_wise_xor(h, pc.shift_right(h, _u32(16)))
 
 
-def _arrow_longs(array: pa.Array) -> Optional[pa.Array]:
+def _arrow_longs(array: pa.Array) -> pa.Array | None:
     """int64 view of integral, date, time and timestamp arrays; None otherwise."""
     kind = array.type
     if pa.types.is_timestamp(kind):
@@ -259,7 +260,7 @@ def _arrow_longs(array: pa.Array) -> Optional[pa.Array]:
     return None
 
 
-def _iceberg_type_of(kind: pa.DataType) -> Optional[PrimitiveType]:
+def _iceberg_type_of(kind: pa.DataType) -> PrimitiveType | None:
     """The Iceberg type whose hash/truncate rules apply to a non-integral Arrow type."""
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
         return StringType()
@@ -335,7 +336,7 @@ class Transform(ABC):
         """The partition value as Iceberg Java writes it in paths ("null" for None)."""
         return "null" if value is None else self._human(source_type, value)
 
-    def project(self, pred: BoundPredicate, partition: BoundReference) -> Optional[BooleanExpression]:
+    def project(self, pred: BoundPredicate, partition: BoundReference) -> BooleanExpression | None:
         """The inclusive projection of ``pred`` (on this transform's source
         column) onto the partition value ``partition``, or None when the
         transform cannot narrow anything (Iceberg Java's ``Transform.project``).
@@ -368,11 +369,11 @@ class Transform(ABC):
     def _human(self, source_type: IcebergType, value: Any) -> str:
         return str(value)
 
-    def _project_unary(self, op: Operation) -> Optional[Projected]:
+    def _project_unary(self, op: Operation) -> Projected | None:
         return (op, None)
 
     @abstractmethod
-    def _project(self, source_type: IcebergType, op: Operation, literal: Any) -> Optional[Projected]: ...
+    def _project(self, source_type: IcebergType, op: Operation, literal: Any) -> Projected | None: ...
 
 
 Projected = tuple[Operation, Any]
@@ -391,7 +392,7 @@ def _predicate(projected: Projected, partition: BoundReference) -> BooleanExpres
 
 def _project_ordered(
     op: Operation, literal: Any, fn: Callable[[Any], Any], step: Callable[[Any, int], Any]
-) -> Optional[Projected]:
+) -> Projected | None:
     """Inclusive projection of a monotonic transform over a discrete domain.
 
     ``x < v`` is ``x <= v - 1``, and ``x <= v`` implies ``f(x) <= f(v)``.
@@ -499,7 +500,7 @@ class BucketTransform(Transform):
         n = _u32(self.num_buckets)
         return pc.subtract(hashed, pc.multiply(pc.divide(hashed, n), n)).cast(pa.int32())
 
-    def _project(self, source_type: IcebergType, op: Operation, literal: Any) -> Optional[Projected]:
+    def _project(self, source_type: IcebergType, op: Operation, literal: Any) -> Projected | None:
         fn = self.bind(source_type)
         if op is Operation.EQ:
             return (Operation.EQ, fn(literal))
@@ -579,7 +580,7 @@ class TruncateTransform(Transform):
     def _human(self, source_type: IcebergType, value: Any) -> str:
         return _human_value(source_type, value)
 
-    def _project(self, source_type: IcebergType, op: Operation, literal: Any) -> Optional[Projected]:
+    def _project(self, source_type: IcebergType, op: Operation, literal: Any) -> Projected | None:
         fn = self.bind(source_type)
         if isinstance(source_type, (IntegerType, LongType)):
             return _project_ordered(op, literal, fn, lambda v, d: v + d)
@@ -589,7 +590,7 @@ class TruncateTransform(Transform):
             return self._project_prefix(op, literal)
         return _project_prefixes(op, literal, fn)
 
-    def _project_prefix(self, op: Operation, prefix: Any) -> Optional[Projected]:
+    def _project_prefix(self, op: Operation, prefix: Any) -> Projected | None:
         # A prefix shorter than W is a prefix of the partition value, one of
         # exactly W characters is the whole value.
         if len(prefix) < self.width:
@@ -606,7 +607,7 @@ def _decimal_step(scale: int) -> Callable[[Decimal, int], Decimal]:
     return step
 
 
-def _project_prefixes(op: Operation, literal: Any, fn: Callable[[Any], Any]) -> Optional[Projected]:
+def _project_prefixes(op: Operation, literal: Any, fn: Callable[[Any], Any]) -> Projected | None:
     """Truncated strings/bytes: prefixes keep order but no predecessor exists."""
     if op in (Operation.LT, Operation.LE):
         return (Operation.LE, fn(literal))
@@ -671,12 +672,12 @@ class _TimeTransform(Transform):
     @abstractmethod
     def _arrow_ordinal(self, array: pa.Array) -> pa.Array: ...
 
-    def _project(self, source_type: IcebergType, op: Operation, literal: Any) -> Optional[Projected]:
+    def _project(self, source_type: IcebergType, op: Operation, literal: Any) -> Projected | None:
         projected = _project_ordered(op, literal, self.bind(source_type), lambda v, d: v + d)
         return _fix_inclusive_time(projected)
 
 
-def _fix_inclusive_time(projected: Optional[Projected]) -> Optional[Projected]:
+def _fix_inclusive_time(projected: Projected | None) -> Projected | None:
     """Widen projections over negative ordinals.
 
     Iceberg Java 0.10 and older wrote ``ordinal + 1`` for pre-1970 values;
@@ -792,7 +793,7 @@ class VoidTransform(Transform):
     def _human(self, source_type: IcebergType, value: Any) -> str:
         return "null"
 
-    def _project_unary(self, op: Operation) -> Optional[Projected]:
+    def _project_unary(self, op: Operation) -> Projected | None:
         return None
 
     def _project(self, source_type: IcebergType, op: Operation, literal: Any) -> None:

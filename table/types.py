@@ -9,8 +9,9 @@ track columns across renames and reorders.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional, Union
+from typing import Any, TypeAlias
 
 from table.errors import SchemaError
 
@@ -156,11 +157,7 @@ class DecimalType(PrimitiveType):
         return f"DecimalType({self.precision}, {self.scale})"
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, DecimalType)
-            and other.precision == self.precision
-            and other.scale == self.scale
-        )
+        return isinstance(other, DecimalType) and other.precision == self.precision and other.scale == self.scale
 
     def __hash__(self) -> int:
         return hash(("decimal", self.precision, self.scale))
@@ -174,7 +171,7 @@ class NestedField:
     name: str
     field_type: IcebergType
     required: bool = False
-    doc: Optional[str] = None
+    doc: str | None = None
     initial_default: Any = None
     write_default: Any = None
 
@@ -208,10 +205,10 @@ class StructType(NestedType):
     def fields(self) -> tuple[NestedField, ...]:
         return self._fields
 
-    def field_by_name(self, name: str) -> Optional[NestedField]:
+    def field_by_name(self, name: str) -> NestedField | None:
         return next((f for f in self._fields if f.name == name), None)
 
-    def field_by_id(self, field_id: int) -> Optional[NestedField]:
+    def field_by_id(self, field_id: int) -> NestedField | None:
         return next((f for f in self._fields if f.field_id == field_id), None)
 
     def __iter__(self) -> Iterator[NestedField]:
@@ -311,4 +308,4 @@ def parse_primitive(text: str) -> PrimitiveType:
     raise SchemaError(f"unknown type {text!r}")
 
 
-PrimitiveLike = Union[PrimitiveType, str]
+PrimitiveLike: TypeAlias = PrimitiveType | str

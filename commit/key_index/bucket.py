@@ -42,8 +42,14 @@ class BucketChange:
     replaced: tuple[str, ...] = ()
 
 
-def write_change(io: FileIO, manifest: IndexManifest, location: str, bucket: int, entries: pa.Table,
-                 max_deltas: int = DEFAULT_MAX_DELTAS) -> BucketChange:
+def write_change(
+    io: FileIO,
+    manifest: IndexManifest,
+    location: str,
+    bucket: int,
+    entries: pa.Table,
+    max_deltas: int = DEFAULT_MAX_DELTAS,
+) -> BucketChange:
     """Write ``entries`` (keys, file, pos; null file: deleted) to ``bucket``.
 
     A delta, unless the bucket's deltas would number more than ``max_deltas``

@@ -9,7 +9,7 @@ Java's ``Objects.hash`` would.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc

@@ -18,7 +18,7 @@ a key the commit itself wrote again keeps its new entry.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,27 +42,31 @@ class CatchUpImpossible(ValidationError):
     """Deletes since the index's snapshot that cannot be mapped to keys: the index must be rebuilt."""
 
 
-def foreign_deletes(io: FileIO, metadata: TableMetadata, since: Optional[int],
-                    head: Optional[Snapshot]) -> list[DataFile]:
+def foreign_deletes(io: FileIO, metadata: TableMetadata, since: int | None, head: Snapshot | None) -> list[DataFile]:
     """Delete files that snapshots after ``since`` up to ``head`` added (none of them Floe's: every
     Floe commit that changes data moves the index to its own snapshot)."""
     history = snapshots_since(metadata, head, since)
-    return [c.entry.data_file
-            for c in changes(io, history, ManifestContent.DELETES, ManifestEntryStatus.ADDED, ANY_OPERATION)]
+    return [
+        c.entry.data_file
+        for c in changes(io, history, ManifestContent.DELETES, ManifestEntryStatus.ADDED, ANY_OPERATION)
+    ]
 
 
 def check_catch_up(added: Sequence[DataFile], key_ids: Sequence[int]) -> None:
     """Raise :class:`CatchUpImpossible` when a delete file cannot be mapped to keys."""
     for delete_file in added:
-        if delete_file.content == DataFileContent.EQUALITY_DELETES and \
-                sorted(delete_file.equality_ids or ()) != sorted(key_ids):
+        if delete_file.content == DataFileContent.EQUALITY_DELETES and sorted(delete_file.equality_ids or ()) != sorted(
+            key_ids
+        ):
             raise CatchUpImpossible(
                 f"equality delete file {delete_file.file_path} deletes by field ids {delete_file.equality_ids}, "
-                f"not by the key {list(key_ids)}")
+                f"not by the key {list(key_ids)}"
+            )
 
 
-def catch_up(io: FileIO, metadata: TableMetadata, manifest: IndexManifest, location: str,
-             added: Sequence[DataFile]) -> list[BucketChange]:
+def catch_up(
+    io: FileIO, metadata: TableMetadata, manifest: IndexManifest, location: str, added: Sequence[DataFile]
+) -> list[BucketChange]:
     """Tombstones, per bucket of ``manifest``, for the keys whose rows the delete files ``added`` removed."""
     check_catch_up(added, manifest.key_ids)
     if not added:
@@ -78,8 +82,9 @@ def catch_up(io: FileIO, metadata: TableMetadata, manifest: IndexManifest, locat
     for bucket in pc.unique(buckets).to_pylist():
         mine = _still_indexed(io, manifest, bucket, deleted.filter(pc.equal(buckets, bucket)), names)
         if mine.num_rows:
-            entries = (mine.append_column(FILE, pa.nulls(mine.num_rows, pa.string()))
-                       .append_column(POS, pa.array([0] * mine.num_rows, pa.int64())))
+            entries = mine.append_column(FILE, pa.nulls(mine.num_rows, pa.string())).append_column(
+                POS, pa.array([0] * mine.num_rows, pa.int64())
+            )
             result.append(write_change(io, manifest, location, bucket, entries))
     return result
 
@@ -95,12 +100,13 @@ def _still_indexed(io: FileIO, manifest: IndexManifest, bucket: int, deleted: pa
     return chosen.group_by(names).aggregate([])
 
 
-def _deleted_rows(io: FileIO, schema: Schema, key_ids: Sequence[int], delete_file: DataFile) -> Optional[pa.Table]:
+def _deleted_rows(io: FileIO, schema: Schema, key_ids: Sequence[int], delete_file: DataFile) -> pa.Table | None:
     """Keys a delete file removes, with the row's ``file`` and ``pos`` (null for an equality delete)."""
     if delete_file.content == DataFileContent.EQUALITY_DELETES:
         keys = _read_keys(io, delete_file.file_path, schema, key_ids, None)
-        return (keys.append_column(FILE, pa.nulls(keys.num_rows, pa.string()))
-                .append_column(POS, pa.nulls(keys.num_rows, pa.int64())))
+        return keys.append_column(FILE, pa.nulls(keys.num_rows, pa.string())).append_column(
+            POS, pa.nulls(keys.num_rows, pa.int64())
+        )
     with io.open_input(delete_file.file_path) as source:
         targets = pq.read_table(source, columns=["file_path", "pos"])
     found = []
@@ -109,13 +115,17 @@ def _deleted_rows(io: FileIO, schema: Schema, key_ids: Sequence[int], delete_fil
             continue  # a rewritten delete file may still name a data file compacted away
         positions = targets.filter(pc.equal(targets.column("file_path"), path)).column("pos")
         keys = _read_keys(io, path, schema, key_ids, positions)
-        found.append(keys.append_column(FILE, pa.array([path] * keys.num_rows, pa.string()))
-                     .append_column(POS, positions.combine_chunks().cast(pa.int64())))
+        found.append(
+            keys.append_column(FILE, pa.array([path] * keys.num_rows, pa.string())).append_column(
+                POS, positions.combine_chunks().cast(pa.int64())
+            )
+        )
     return pa.concat_tables(found) if found else None
 
 
-def _read_keys(io: FileIO, path: str, schema: Schema, key_ids: Sequence[int],
-               positions: Optional[pa.ChunkedArray]) -> pa.Table:
+def _read_keys(
+    io: FileIO, path: str, schema: Schema, key_ids: Sequence[int], positions: pa.ChunkedArray | None
+) -> pa.Table:
     """The key columns of a file (by the key fields' current top-level names), at ``positions`` if given."""
     names = [schema.find_column_name(i) for i in key_ids]
     if any("." in n for n in names):

@@ -12,8 +12,9 @@ the winner's. Everything here is pure data.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any
 
 from table.errors import ValidationError
 from table.metadata import MAIN_BRANCH, TableMetadata
@@ -74,7 +75,7 @@ class IndexManifest:
 
     key_ids: tuple[int, ...]
     buckets: int
-    snapshot_id: Optional[int] = None
+    snapshot_id: int | None = None
     segments: tuple[SegmentRef, ...] = ()
     remaps: tuple[RemapRef, ...] = ()
     next_remap_id: int = 1
@@ -109,8 +110,14 @@ class IndexManifest:
             "snapshot-id": self.snapshot_id,
             "next-remap-id": self.next_remap_id,
             "segments": [
-                {"bucket": s.bucket, "path": s.path, "rows": s.rows, "size-bytes": s.size_bytes,
-                 "base": s.base, "folded-remaps": s.folded_remaps}
+                {
+                    "bucket": s.bucket,
+                    "path": s.path,
+                    "rows": s.rows,
+                    "size-bytes": s.size_bytes,
+                    "base": s.base,
+                    "folded-remaps": s.folded_remaps,
+                }
                 for s in self.segments
             ],
             "remaps": [{"id": r.remap_id, "path": r.path, "old-files": list(r.old_files)} for r in self.remaps],
@@ -130,8 +137,14 @@ def manifest_from_json(obj: Any, where: str) -> IndexManifest:
             buckets=int(obj["buckets"]),
             snapshot_id=None if obj["snapshot-id"] is None else int(obj["snapshot-id"]),
             segments=tuple(
-                SegmentRef(int(s["bucket"]), str(s["path"]), int(s["rows"]), int(s["size-bytes"]), bool(s["base"]),
-                           int(s["folded-remaps"]))
+                SegmentRef(
+                    int(s["bucket"]),
+                    str(s["path"]),
+                    int(s["rows"]),
+                    int(s["size-bytes"]),
+                    bool(s["base"]),
+                    int(s["folded-remaps"]),
+                )
                 for s in obj["segments"]
             ),
             remaps=tuple(RemapRef(int(r["id"]), str(r["path"]), tuple(r["old-files"])) for r in obj["remaps"]),
@@ -186,8 +199,9 @@ def apply_change(current: IndexManifest, change: IndexChange, snapshot_id: int) 
 RETIRED_GRACE_MS = 15 * 60 * 1000
 
 
-def retire(manifest: IndexManifest, paths: Iterable[str], now_ms: int,
-           grace_ms: int = RETIRED_GRACE_MS) -> tuple[IndexManifest, list[str]]:
+def retire(
+    manifest: IndexManifest, paths: Iterable[str], now_ms: int, grace_ms: int = RETIRED_GRACE_MS
+) -> tuple[IndexManifest, list[str]]:
     """``manifest`` remembering ``paths`` as retired now; and the retired files old enough to delete."""
     retired = [*manifest.retired, *((p, now_ms) for p in paths)]
     expired = [p for p, at in retired if now_ms - at >= grace_ms]
@@ -195,7 +209,7 @@ def retire(manifest: IndexManifest, paths: Iterable[str], now_ms: int,
     return replace(manifest, retired=kept), expired
 
 
-def empty_manifest(key_ids: Sequence[int], buckets: int, snapshot_id: Optional[int] = None) -> IndexManifest:
+def empty_manifest(key_ids: Sequence[int], buckets: int, snapshot_id: int | None = None) -> IndexManifest:
     if buckets <= 0:
         raise ValidationError(f"a key index needs at least one bucket, got {buckets}")
     return IndexManifest(tuple(key_ids), buckets, snapshot_id)
@@ -206,10 +220,11 @@ def _folded(segments: Iterable[SegmentRef]) -> int:
     return bases[0] if bases else 0
 
 
-def _drop_folded(remaps: list[RemapRef], segments: Sequence[SegmentRef],
-                 buckets: int) -> tuple[list[RemapRef], list[RemapRef]]:
+def _drop_folded(
+    remaps: list[RemapRef], segments: Sequence[SegmentRef], buckets: int
+) -> tuple[list[RemapRef], list[RemapRef]]:
     """Remaps every bucket has folded in are no longer needed."""
-    per_bucket = {b: 0 for b in range(buckets)}
+    per_bucket = dict.fromkeys(range(buckets), 0)
     for s in segments:
         if s.base:
             per_bucket[s.bucket] = s.folded_remaps
@@ -228,7 +243,7 @@ def describes(manifest: IndexManifest, metadata: TableMetadata, branch: str = MA
     return describes_snapshot(manifest, metadata, None if head is None else head.snapshot_id)
 
 
-def describes_snapshot(manifest: IndexManifest, metadata: TableMetadata, head_id: Optional[int]) -> bool:
+def describes_snapshot(manifest: IndexManifest, metadata: TableMetadata, head_id: int | None) -> bool:
     """Whether ``manifest`` is the index of snapshot ``head_id`` (None: no snapshot yet).
 
     It is when it was written for that snapshot, or for an ancestor and every
@@ -265,4 +280,3 @@ def check_manifest_for(manifest: IndexManifest, key_ids: Sequence[int], table: s
             f"table {table}: key index is keyed by field ids {list(manifest.key_ids)}, the table's key is "
             f"{list(key_ids)}; rebuild it with `floe index rebuild {table}`"
         )
-

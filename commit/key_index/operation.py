@@ -11,8 +11,8 @@ the table naming the previous one.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Optional, Sequence
 
 from commit.key_index.catch_up import CatchUpImpossible, catch_up, foreign_deletes
 from commit.key_index.manifest import (
@@ -47,7 +47,7 @@ class KeyIndexUpdate:
     location: str
     table: str
     rebuilt: bool = False
-    rebuilt_from: Optional[int] = None
+    rebuilt_from: int | None = None
 
     @property
     def paths(self) -> list[str]:
@@ -63,7 +63,7 @@ class WithKeyIndex(WrappingOperation):
         self.update = update
         self.obsolete: list[str] = []
         """Retired index files old enough to delete once the last attempt has landed."""
-        self.manifest: Optional[IndexManifest] = None
+        self.manifest: IndexManifest | None = None
         """The manifest the last attempt wrote."""
 
     def produce(self, attempt: Attempt) -> Produced:
@@ -88,7 +88,7 @@ class WithKeyIndex(WrappingOperation):
         produced = replace(produced, files=(*produced.files, *caught.written))
         return _pointing_at(attempt, produced, manifest, self.update.location)
 
-    def _starting_point(self, attempt: Attempt, current: Optional[IndexManifest]) -> IndexManifest:
+    def _starting_point(self, attempt: Attempt, current: IndexManifest | None) -> IndexManifest:
         update = self.update
         parent = None if attempt.parent is None else attempt.parent.snapshot_id
         if update.rebuilt:
@@ -156,7 +156,7 @@ class _CaughtUp:
     written: tuple[str, ...]
 
 
-def _caught_up(attempt: Attempt, manifest: IndexManifest, since: Optional[int], location: str) -> _CaughtUp:
+def _caught_up(attempt: Attempt, manifest: IndexManifest, since: int | None, location: str) -> _CaughtUp:
     """``manifest`` with tombstones for what other writers deleted after ``since`` (:mod:`.catch_up`)."""
     added = foreign_deletes(attempt.io, attempt.base, since, attempt.parent)
     caught = catch_up(attempt.io, attempt.base, manifest, location, added)
@@ -173,8 +173,9 @@ def _pointing_at(attempt: Attempt, produced: Produced, manifest: IndexManifest, 
     """``produced`` with ``manifest`` written and the table property pointing at it."""
     path = attempt.track(manifest_path(location, attempt.snapshot_id))
     write_manifest(attempt.io, path, manifest)
-    return replace(produced, properties={**produced.properties, KEY_INDEX_PROPERTY: path},
-                   files=(*produced.files, path))
+    return replace(
+        produced, properties={**produced.properties, KEY_INDEX_PROPERTY: path}, files=(*produced.files, path)
+    )
 
 
 def _previous_manifest(attempt: Attempt) -> list[str]:

@@ -8,8 +8,8 @@ only to create an index, to replace a stale one, or to verify one.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Optional, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,12 +38,15 @@ def live_rows(io: FileIO, metadata: TableMetadata, key_ids: Sequence[int]) -> It
     projected = scan.projected_schema()
     deletes = PositionCache()  # a streaming writer's delete file names many data files: read it once
     for task in scan.plan_files():
-        for batch in read_tasks(io, [task], projected, table_schema=scan.schema(), with_positions=True,
-                                position_cache=deletes):
+        for batch in read_tasks(
+            io, [task], projected, table_schema=scan.schema(), with_positions=True, position_cache=deletes
+        ):
             keys = keys_of(batch, projected, key_ids)
             n = batch.num_rows
             one_file = pa.DictionaryArray.from_arrays(pa.array([0] * n, pa.int32()), [task.data_file.file_path])
-            yield keys.append_column(FILE, one_file).append_column(POS, batch.column(ROW_POSITION.name).cast(pa.int64()))
+            yield keys.append_column(FILE, one_file).append_column(
+                POS, batch.column(ROW_POSITION.name).cast(pa.int64())
+            )
 
 
 def live_files(io: FileIO, metadata: TableMetadata) -> list[FileScanTask]:
@@ -59,11 +62,10 @@ class BuiltIndex:
 
     manifest: IndexManifest
     change: IndexChange
-    snapshot_id: Optional[int]
+    snapshot_id: int | None
 
 
-def build_index(io: FileIO, metadata: TableMetadata, key_ids: Sequence[int], buckets: int,
-                location: str) -> BuiltIndex:
+def build_index(io: FileIO, metadata: TableMetadata, key_ids: Sequence[int], buckets: int, location: str) -> BuiltIndex:
     """Write a base per bucket from the table's live rows (the index is not committed here)."""
     head = metadata.snapshot_for_ref(MAIN_BRANCH)
     head_id = None if head is None else head.snapshot_id
@@ -72,8 +74,10 @@ def build_index(io: FileIO, metadata: TableMetadata, key_ids: Sequence[int], buc
         bucket_of = key_buckets(rows.columns[: len(key_ids)], buckets)
         for bucket in pc.unique(bucket_of).to_pylist():
             parts.setdefault(bucket, []).append(rows.filter(pc.equal(bucket_of, bucket)))
-    refs = tuple(build_base(io, location, b, pa.concat_tables(tables).unify_dictionaries())
-                 for b, tables in sorted(parts.items()))
+    refs = tuple(
+        build_base(io, location, b, pa.concat_tables(tables).unify_dictionaries())
+        for b, tables in sorted(parts.items())
+    )
     change = IndexChange(refs)
     manifest = IndexManifest(tuple(key_ids), buckets, head_id, refs)
     return BuiltIndex(manifest, change, head_id)
@@ -95,8 +99,12 @@ def index_problems(io: FileIO, metadata: TableMetadata, manifest: IndexManifest,
             mine = pc.equal(bucket_of, bucket)
             files, positions = find_keys(io, manifest, bucket, keys.filter(mine))
             expected = rows.filter(mine)
-            wrong = pc.invert(pc.and_(pc.equal(files, expected.column(FILE).cast(pa.string())).fill_null(False),
-                                      pc.equal(positions, expected.column(POS)).fill_null(False)))
+            wrong = pc.invert(
+                pc.and_(
+                    pc.equal(files, expected.column(FILE).cast(pa.string())).fill_null(False),
+                    pc.equal(positions, expected.column(POS)).fill_null(False),
+                )
+            )
             names = [metadata.schema().find_column_name(i) for i in manifest.key_ids]
             found = pa.table({"found": files, "found_pos": positions}).filter(wrong).to_pylist()
             for row, at in zip(expected.filter(wrong).slice(0, limit - len(problems)).to_pylist(), found):

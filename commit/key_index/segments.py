@@ -13,7 +13,7 @@ Everything here is pure: Arrow tables in, Arrow tables out.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -63,8 +63,11 @@ def make_segment(keys: pa.Table, files: pa.Array, positions: pa.Array) -> pa.Tab
 def as_file_column(files: pa.Array | pa.ChunkedArray) -> pa.Array:
     """``files`` as :data:`FILE_TYPE`."""
     if isinstance(files, pa.ChunkedArray):
-        files = files.unify_dictionaries().combine_chunks() if pa.types.is_dictionary(files.type) \
+        files = (
+            files.unify_dictionaries().combine_chunks()
+            if pa.types.is_dictionary(files.type)
             else files.combine_chunks()
+        )
     if pa.types.is_dictionary(files.type):
         return files.cast(FILE_TYPE)
     return pc.dictionary_encode(files.cast(pa.string())).cast(FILE_TYPE)
@@ -76,7 +79,7 @@ def lookup(keys: pa.Table, segments: Sequence[pa.Table]) -> tuple[pa.Array, pa.A
     Returns ``file`` and ``pos`` aligned with ``keys``; ``file`` is null for
     a key that has no entry or whose newest entry is a tombstone. Files travel
     as codes into the segments' few paths, never as a Python string per key
-    (that cost most of a lookup: about 0.7 microseconds a key).
+    (that was most of a lookup's cost: docs/performance.md).
     """
     count = keys.num_rows
     codes = np.full(count, -1, dtype=np.int64)  # into ``paths``; -1: no entry, or a tombstone
@@ -86,12 +89,15 @@ def lookup(keys: pa.Table, segments: Sequence[pa.Table]) -> tuple[pa.Array, pa.A
         rows, local_codes, dictionary, found_positions = _matches(keys, segment)
         if not len(rows):
             continue
-        to_global = np.array([paths.setdefault(path, len(paths)) for path in dictionary.to_pylist()] + [-1],
-                             dtype=np.int64)
+        to_global = np.array(
+            [paths.setdefault(path, len(paths)) for path in dictionary.to_pylist()] + [-1], dtype=np.int64
+        )
         codes[rows] = to_global[local_codes]  # a tombstone's code is -1, the extra last slot
         positions[rows] = found_positions
     missing = codes < 0
-    files = pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32(), mask=missing), pa.array(list(paths), pa.string()))
+    files = pa.DictionaryArray.from_arrays(
+        pa.array(codes, pa.int32(), mask=missing), pa.array(list(paths), pa.string())
+    )
     return files.cast(pa.string()), pa.array(positions, pa.int64(), mask=missing)
 
 
@@ -164,8 +170,11 @@ def _integral_key(keys: pa.Table, segment: pa.Table) -> tuple[np.ndarray, np.nda
     wanted, held = keys.column(0), segment.column(keys.column_names[0])
     if not (pa.types.is_integer(wanted.type) and pa.types.is_integer(held.type)):
         return None
-    as_long = lambda c: c.cast(pa.int64()).combine_chunks().to_numpy(zero_copy_only=False)  # noqa: E731
-    return as_long(wanted), as_long(held)
+    return _as_int64(wanted), _as_int64(held)
+
+
+def _as_int64(column: pa.ChunkedArray) -> np.ndarray:
+    return column.cast(pa.int64()).combine_chunks().to_numpy(zero_copy_only=False)
 
 
 def _sorted_matches(wanted: np.ndarray, held: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

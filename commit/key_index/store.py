@@ -21,7 +21,7 @@ import os
 import threading
 import uuid
 from collections import OrderedDict
-from typing import Any, Optional
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -57,7 +57,7 @@ def manifest_path(location: str, snapshot_id: int) -> str:
     return f"{location}/manifests/{snapshot_id}-{uuid.uuid4()}.json"
 
 
-def current_manifest(io: FileIO, metadata: TableMetadata) -> Optional[IndexManifest]:
+def current_manifest(io: FileIO, metadata: TableMetadata) -> IndexManifest | None:
     """The index the table's metadata names, or None when it names none."""
     path = metadata.properties.get(KEY_INDEX_PROPERTY)
     return None if not path else read_manifest(io, path)
@@ -75,14 +75,18 @@ def write_manifest(io: FileIO, path: str, manifest: IndexManifest) -> None:
     io.write_bytes(path, encode_manifest(manifest))
 
 
-def write_segment(io: FileIO, path: str, bucket: int, segment: pa.Table, *, base: bool,
-                  folded_remaps: int = 0) -> SegmentRef:
+def write_segment(
+    io: FileIO, path: str, bucket: int, segment: pa.Table, *, base: bool, folded_remaps: int = 0
+) -> SegmentRef:
     """Write ``segment`` (sorted by key) to ``path``; its reference for the manifest."""
     integral = [f.name for f in segment.schema if pa.types.is_integer(f.type)]
     with io.open_output(path) as sink:
         pq.write_table(
-            segment, sink, compression="zstd", use_dictionary=[FILE],
-            column_encoding={name: "DELTA_BINARY_PACKED" for name in integral},
+            segment,
+            sink,
+            compression="zstd",
+            use_dictionary=[FILE],
+            column_encoding=dict.fromkeys(integral, "DELTA_BINARY_PACKED"),
             row_group_size=1 << 20,
         )
     _CACHE.put(path, segment.combine_chunks(), segment.nbytes)

@@ -17,7 +17,8 @@ was committed since snapshot S" checks.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Optional, Sequence, TypeVar, Union
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Self, TypeAlias
 
 from commit.errors import InvalidArgument
 from commit.operations.errors import (
@@ -42,8 +43,7 @@ from table.expressions import ALWAYS_TRUE, BooleanExpression
 from table.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile
 from table.metadata import Snapshot, TableMetadata
 
-FileOrPath = Union[DataFile, str]
-_Self = TypeVar("_Self", bound="ConflictChecks")
+FileOrPath: TypeAlias = DataFile | str
 
 
 def check_content(files: Sequence[DataFile], allowed: set[DataFileContent], role: str) -> None:
@@ -71,8 +71,8 @@ class NewManifests:
     def __init__(self, files: Sequence[DataFile], content: ManifestContent) -> None:
         self.files = tuple(files)
         self.content = content
-        self.data_sequence_number: Optional[int] = None  # explicit, else inherited
-        self._written: Optional[list[ManifestFile]] = None
+        self.data_sequence_number: int | None = None  # explicit, else inherited
+        self._written: list[ManifestFile] | None = None
 
     def get(self, attempt: Attempt) -> list[ManifestFile]:
         if self._written is None:
@@ -105,12 +105,14 @@ class FileChangeOperation(SnapshotOperation):
         remove_deletes: Iterable[FileOrPath] = (),
     ) -> None:
         check_content(add_data, {DataFileContent.DATA}, "added data files")
-        check_content(add_deletes, {DataFileContent.POSITION_DELETES, DataFileContent.EQUALITY_DELETES}, "added delete files")
+        check_content(
+            add_deletes, {DataFileContent.POSITION_DELETES, DataFileContent.EQUALITY_DELETES}, "added delete files"
+        )
         self.new_data = NewManifests(add_data, ManifestContent.DATA)
         self.new_deletes = NewManifests(add_deletes, ManifestContent.DELETES)
         self.data_filter = ManifestFilter(ManifestContent.DATA, paths_of(remove_data))
         self.delete_filter = ManifestFilter(ManifestContent.DELETES, paths_of(remove_deletes))
-        self._merger: Optional[ManifestMerger] = None
+        self._merger: ManifestMerger | None = None
 
     @property
     def added_data_files(self) -> tuple[DataFile, ...]:
@@ -131,7 +133,9 @@ class FileChangeOperation(SnapshotOperation):
 
     def _check_one_vector_per_file(self, attempt: Attempt) -> None:
         """v3: each added DV's data file keeps no other live DV than those this commit removes."""
-        targets = {f.referenced_data_file for f in self.added_delete_files if f.is_deletion_vector}
+        targets = {
+            f.referenced_data_file for f in self.added_delete_files if f.is_deletion_vector and f.referenced_data_file
+        }
         if not targets:
             return
         live = live_vectors(attempt, targets)
@@ -177,11 +181,18 @@ def live_vectors(attempt: Attempt, data_paths: Iterable[str]) -> dict[str, DataF
     wanted = set(data_paths)
     found: dict[str, DataFile] = {}
     for manifest in attempt.parent_manifests():
-        if manifest.content != ManifestContent.DELETES or manifest.added_files_count + manifest.existing_files_count == 0:
+        if (
+            manifest.content != ManifestContent.DELETES
+            or manifest.added_files_count + manifest.existing_files_count == 0
+        ):
             continue
         for entry in attempt.read_entries(manifest):
             f = entry.data_file
-            if entry.status != ManifestEntryStatus.DELETED and f.is_deletion_vector and f.referenced_data_file in wanted:
+            if (
+                entry.status != ManifestEntryStatus.DELETED
+                and f.is_deletion_vector
+                and f.referenced_data_file in wanted
+            ):
                 found[f.referenced_data_file] = f
     return found
 
@@ -193,21 +204,21 @@ class ConflictChecks:
     whole history (conservative, as in Java).
     """
 
-    starting_snapshot_id: Optional[int] = None
-    conflicting_data_filter: Optional[BooleanExpression] = None
-    conflicting_delete_filter: Optional[BooleanExpression] = None
+    starting_snapshot_id: int | None = None
+    conflicting_data_filter: BooleanExpression | None = None
+    conflicting_delete_filter: BooleanExpression | None = None
 
-    def validate_from_snapshot(self: _Self, snapshot_id: int) -> _Self:
+    def validate_from_snapshot(self, snapshot_id: int) -> Self:
         """Check only what was committed after ``snapshot_id`` (the snapshot the writer read)."""
         self.starting_snapshot_id = snapshot_id
         return self
 
-    def validate_no_conflicting_data_files(self: _Self, row_filter: BooleanExpression = ALWAYS_TRUE) -> _Self:
+    def validate_no_conflicting_data_files(self, row_filter: BooleanExpression = ALWAYS_TRUE) -> Self:
         """Fail if data files that may hold rows matching ``row_filter`` were added since the start."""
         self.conflicting_data_filter = row_filter
         return self
 
-    def validate_no_conflicting_delete_files(self: _Self, row_filter: BooleanExpression = ALWAYS_TRUE) -> _Self:
+    def validate_no_conflicting_delete_files(self, row_filter: BooleanExpression = ALWAYS_TRUE) -> Self:
         """Fail if delete files that may delete rows matching ``row_filter`` were added since the start."""
         self.conflicting_delete_filter = row_filter
         return self

@@ -8,7 +8,7 @@ with :class:`~commit.operations.errors.MissingFiles` naming them.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from commit.operations.base import FileChangeOperation, FileOrPath
 

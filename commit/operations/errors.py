@@ -8,7 +8,7 @@ caller can rebase its change, or an operator can see what collided.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Optional, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 
 def _listed(paths: Iterable[str], limit: int = 10) -> str:
@@ -34,7 +34,9 @@ class MissingFiles(ValidationException):
 
     def __init__(self, action: str, paths: Iterable[str]) -> None:
         self.paths = frozenset(paths)
-        super().__init__(f"cannot {action}: {len(self.paths)} file(s) are no longer in the table: {_listed(self.paths)}")
+        super().__init__(
+            f"cannot {action}: {len(self.paths)} file(s) are no longer in the table: {_listed(self.paths)}"
+        )
 
 
 class MissingReferencedDataFiles(ValidationException):
@@ -105,7 +107,7 @@ class RewriteConflict(ValidationException):
         deleted_positions: Mapping[str, Sequence[int]],
         position_delete_files: Iterable[str] = (),
         equality_delete_files: Iterable[str] = (),
-        starting_snapshot_id: Optional[int] = None,
+        starting_snapshot_id: int | None = None,
     ) -> None:
         self.deleted_positions = {path: list(pos) for path, pos in deleted_positions.items()}
         self.position_delete_files = frozenset(position_delete_files)
@@ -117,7 +119,9 @@ class RewriteConflict(ValidationException):
             parts.append(f"rows of replaced files were deleted by position: {counts}")
         if self.equality_delete_files:
             parts.append(f"equality deletes added: {_listed(self.equality_delete_files)}")
-        super().__init__(f"rewrite since snapshot {starting_snapshot_id} conflicts with concurrent deletes; " + "; ".join(parts))
+        super().__init__(
+            f"rewrite since snapshot {starting_snapshot_id} conflicts with concurrent deletes; " + "; ".join(parts)
+        )
 
 
 class DuplicateDeletionVectors(ValidationException):

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Optional
 
 from commit.catalog import Catalog, LoadedTable
 from commit.errors import commit_property
@@ -39,7 +39,6 @@ from table.manifest import DataFileContent, ManifestEntryStatus, ManifestFile, r
 from table.metadata import MAIN_BRANCH, Snapshot, SnapshotRef, TableMetadata, now_ms
 
 log = logging.getLogger(__name__)
-
 
 
 # --------------------------------------------------------------------------
@@ -61,8 +60,8 @@ class Retention:
         cls,
         metadata: TableMetadata,
         now_ms: int,
-        older_than_ms: Optional[int] = None,
-        retain_last: Optional[int] = None,
+        older_than_ms: int | None = None,
+        retain_last: int | None = None,
     ) -> Retention:
         props = metadata.properties
         max_age = commit_property(properties.MAX_SNAPSHOT_AGE_MS, props)
@@ -118,9 +117,7 @@ def _branch_retained(metadata: TableMetadata, ref: SnapshotRef, retention: Reten
     return kept
 
 
-def expire(
-    metadata: TableMetadata, retention: Retention, pinned: Iterable[int] = ()
-) -> Optional[TableMetadata]:
+def expire(metadata: TableMetadata, retention: Retention, pinned: Iterable[int] = ()) -> TableMetadata | None:
     """``metadata`` without expired snapshots and dropped refs; None when nothing expires."""
     refs = retained_refs(metadata, retention)
     keep = snapshots_to_retain(metadata, retention, refs, pinned)
@@ -200,7 +197,7 @@ class ExpireResult:
     """What expired, what was deleted, and what could not be deleted (orphans to retry)."""
 
     expired_snapshot_ids: frozenset[int]
-    metadata_location: Optional[str]
+    metadata_location: str | None
     deleted: ExpiredFiles
     failed_deletes: tuple[str, ...] = ()
 
@@ -218,12 +215,12 @@ class ExpireSnapshots:
         catalog: Catalog,
         identifier: TableIdentifierLike,
         *,
-        older_than_ms: Optional[int] = None,
-        retain_last: Optional[int] = None,
+        older_than_ms: int | None = None,
+        retain_last: int | None = None,
         pinned: Iterable[int] = (),
         clean_files: bool = True,
-        io: Optional[FileIO] = None,
-        before_commit: Optional[BeforeCommit] = None,
+        io: FileIO | None = None,
+        before_commit: BeforeCommit | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock_ms: Callable[[], int] = now_ms,
     ) -> None:
@@ -240,14 +237,21 @@ class ExpireSnapshots:
 
     def commit(self) -> ExpireResult:
         io = self._io or FileIO.for_location(self.catalog.load_pointer(self.identifier).metadata_location)
-        result = commit_metadata_change(self.catalog, self.identifier, self._build, lambda _: False,
-                                        what="snapshot expiry", io=io, before_commit=self._before_commit,
-                                        sleep=self._sleep)
+        result = commit_metadata_change(
+            self.catalog,
+            self.identifier,
+            self._build,
+            lambda _: False,
+            what="snapshot expiry",
+            io=io,
+            before_commit=self._before_commit,
+            sleep=self._sleep,
+        )
         if result is None:
             return ExpireResult(frozenset(), None, ExpiredFiles())
         return self._clean(io, result)
 
-    def _build(self, loaded: LoadedTable, attempt: int) -> Optional[TableMetadata]:
+    def _build(self, loaded: LoadedTable, attempt: int) -> TableMetadata | None:
         retention = Retention.for_table(loaded.metadata, self._clock_ms(), self.older_than_ms, self.retain_last)
         return expire(loaded.metadata, retention, self.pinned)
 
@@ -260,8 +264,12 @@ class ExpireSnapshots:
         try:
             doomed = unreferenced_files(io, expired, result.metadata.snapshots)
         except (TableError, OSError) as e:  # the expiry landed: nothing after it may fail it
-            log.warning("expire snapshots of %s: the expiry landed, but its files were left for orphan-file "
-                        "removal: reading the manifest lists failed: %s", self.identifier, e)
+            log.warning(
+                "expire snapshots of %s: the expiry landed, but its files were left for orphan-file "
+                "removal: reading the manifest lists failed: %s",
+                self.identifier,
+                e,
+            )
             return ExpireResult(expired_ids, result.location, ExpiredFiles())
         failed = []
         for path in doomed.all():

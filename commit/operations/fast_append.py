@@ -8,7 +8,7 @@ list. Appends never conflict; the price is one more manifest per commit
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from commit.operations.base import NewManifests, check_content, check_specs
 from commit.snapshot_producer import Attempt, Produced, SnapshotOperation

@@ -10,14 +10,16 @@ reads and rewrites only manifests it has not seen.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
-from typing import Iterable, Iterator, Sequence
 
 from commit.snapshot_producer import Attempt
 from table.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile
 
 
-def filtered_entries(entries: Iterable[ManifestEntry], removed: frozenset[str], snapshot_id: int) -> Iterator[ManifestEntry]:
+def filtered_entries(
+    entries: Iterable[ManifestEntry], removed: frozenset[str], snapshot_id: int
+) -> Iterator[ManifestEntry]:
     """A manifest's entries with ``removed`` files marked DELETED by ``snapshot_id``.
 
     Deletions recorded by earlier snapshots are dropped: they belong to

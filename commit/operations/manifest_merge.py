@@ -21,8 +21,9 @@ retries: a bin made of the same manifests is not rewritten twice.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import TypeVar
 
 from commit.errors import commit_property
 from table import properties as props

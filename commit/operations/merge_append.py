@@ -7,7 +7,7 @@ table fed by many small commits keeps few manifests.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from commit.operations.base import FileChangeOperation
 from table.manifest import DataFile

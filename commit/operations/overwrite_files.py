@@ -9,7 +9,7 @@ deletes to a removed file (its rows would be resurrected in the new files).
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from commit.operations.base import ConflictChecks, FileChangeOperation, FileOrPath
 from commit.snapshot_producer import Attempt

@@ -19,7 +19,7 @@ needs when other writers keep deleting rows while a compaction runs:
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
 
 from commit.errors import InvalidArgument
 from commit.operations.base import FileChangeOperation, FileOrPath
@@ -52,7 +52,7 @@ class RewriteFiles(FileChangeOperation):
         replaced_delete_files: Iterable[FileOrPath] = (),
         added_delete_files: Sequence[DataFile] = (),
         keep_starting_sequence_number: bool = True,
-        data_sequence_number: Optional[int] = None,
+        data_sequence_number: int | None = None,
     ) -> None:
         super().__init__(
             add_data=added_data_files,

@@ -17,7 +17,7 @@ parent's live files. The conflict filters of
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from commit.operations.base import ConflictChecks, FileChangeOperation
 from commit.operations.errors import MissingReferencedDataFiles
@@ -45,7 +45,7 @@ class RowDelta(FileChangeOperation, ConflictChecks):
         self._referenced = ManifestFilter(ManifestContent.DATA, self.referenced_data_files)
 
     @property
-    def operation(self) -> str:  # type: ignore[override]
+    def operation(self) -> str:  # type: ignore[override]  # a property where the base has a class attribute
         """``append`` for data only, ``delete`` for deletes only, else ``overwrite`` (as Java)."""
         if not self.added_delete_files:
             return "append"
@@ -61,7 +61,7 @@ class RowDelta(FileChangeOperation, ConflictChecks):
             return
         if self.starting_snapshot_id is None:
             gone = self._referenced.missing(attempt, attempt.parent_manifests())
-            removed_by = {path: -1 for path in gone}
+            removed_by = dict.fromkeys(gone, -1)
         else:
             removed_by = removed_data_files(attempt.io, self.history(attempt), self.referenced_data_files)
         if removed_by:

@@ -14,8 +14,8 @@ re-expresses deletes that were already there); removed data files from
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Optional, Sequence
 
 from commit.operations.errors import InvalidStartingSnapshot
 from table.deletes.index import DeleteFileIndex
@@ -49,7 +49,7 @@ class Change:
         return self.entry.data_file.location_key
 
 
-def snapshots_since(base: TableMetadata, parent: Optional[Snapshot], starting_snapshot_id: Optional[int]) -> list[Snapshot]:
+def snapshots_since(base: TableMetadata, parent: Snapshot | None, starting_snapshot_id: int | None) -> list[Snapshot]:
     """The branch's snapshots after ``starting_snapshot_id``, newest first (all of them for None).
 
     The starting snapshot must be the head or one of its ancestors: otherwise
@@ -59,7 +59,7 @@ def snapshots_since(base: TableMetadata, parent: Optional[Snapshot], starting_sn
         if starting_snapshot_id is None:
             return []
         raise InvalidStartingSnapshot(starting_snapshot_id, "the branch has no snapshot")
-    history = []
+    history: list[Snapshot] = []
     for snapshot in base.ancestors_of(parent.snapshot_id):
         if snapshot.snapshot_id == starting_snapshot_id:
             return history
@@ -67,7 +67,8 @@ def snapshots_since(base: TableMetadata, parent: Optional[Snapshot], starting_sn
     if starting_snapshot_id is None:
         return history
     raise InvalidStartingSnapshot(
-        starting_snapshot_id, f"it is not an ancestor of the branch head {parent.snapshot_id} (expired, or on another branch)"
+        starting_snapshot_id,
+        f"it is not an ancestor of the branch head {parent.snapshot_id} (expired, or on another branch)",
     )
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
 
 import requests
 
@@ -33,11 +33,11 @@ class ClientCredentials:
 @dataclass(frozen=True)
 class Token:
     value: str = field(repr=False)
-    expires_in_s: Optional[float]
+    expires_in_s: float | None
     """Seconds the token is valid for, as the server said; None when it did not say."""
 
 
-def refresh_due(fetched_at: float, expires_in_s: Optional[float], now: float) -> bool:
+def refresh_due(fetched_at: float, expires_in_s: float | None, now: float) -> bool:
     """Whether a token fetched at ``fetched_at`` should be replaced at ``now`` (monotonic seconds)."""
     if expires_in_s is None:
         return False
@@ -48,8 +48,12 @@ def refresh_due(fetched_at: float, expires_in_s: Optional[float], now: float) ->
 def client_credentials_token(credentials: ClientCredentials, timeout_s: float = 30.0) -> Token:
     """A new token for the client; :class:`RestCatalogError` names the endpoint when refused."""
     call = f"get a token from {credentials.endpoint}"
-    form = {"grant_type": "client_credentials", "client_id": credentials.client_id,
-            "client_secret": credentials.client_secret, "scope": credentials.scope}
+    form = {
+        "grant_type": "client_credentials",
+        "client_id": credentials.client_id,
+        "client_secret": credentials.client_secret,
+        "scope": credentials.scope,
+    }
     try:
         answer = requests.post(credentials.endpoint, data=form, timeout=timeout_s)
     except requests.RequestException as failed:
@@ -67,12 +71,17 @@ def client_credentials_token(credentials: ClientCredentials, timeout_s: float = 
 class OAuthTokens:
     """The current token for one client: fetched when first needed, again when due or refused."""
 
-    def __init__(self, credentials: ClientCredentials, *, clock: Callable[[], float] = time.monotonic,
-                 fetch: Callable[[ClientCredentials], Token] = client_credentials_token) -> None:
+    def __init__(
+        self,
+        credentials: ClientCredentials,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        fetch: Callable[[ClientCredentials], Token] = client_credentials_token,
+    ) -> None:
         self.credentials = credentials
         self._clock = clock
         self._fetch = fetch
-        self._token: Optional[Token] = None
+        self._token: Token | None = None
         self._fetched_at = 0.0
         self._lock = threading.Lock()
         self.fetches = 0

@@ -23,7 +23,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Self
 from urllib.parse import quote
 
 from commit.catalog import LoadedTable, TablePointer
@@ -68,15 +69,26 @@ class RestCatalog:
 
     backend = "rest"
 
-    def __init__(self, uri: str, warehouse: str, name: str = "floe", *, options: Optional[RestOptions] = None,
-                 client: Optional[RestClient] = None) -> None:
+    def __init__(
+        self,
+        uri: str,
+        warehouse: str,
+        name: str = "floe",
+        *,
+        options: RestOptions | None = None,
+        client: RestClient | None = None,
+    ) -> None:
         self.uri = uri
         self.warehouse = warehouse
         self.name = name
         self.options = options or RestOptions()
         self._client = client or RestClient(uri, self.options.request_headers(), auth=self.options.authorizer(uri))
-        config = self._client.request("load the catalog configuration", "GET", "v1/config",
-                                      params={"warehouse": warehouse}).body or {}
+        config = (
+            self._client.request(
+                "load the catalog configuration", "GET", "v1/config", params={"warehouse": warehouse}
+            ).body
+            or {}
+        )
         settings = {**config.get("defaults", {}), **config.get("overrides", {})}
         chosen = self.options.prefix if self.options.prefix is not None else settings.get("prefix", "")
         self._root = "v1/" + (f"{quote(chosen, safe='')}/" if chosen else "")
@@ -84,7 +96,7 @@ class RestCatalog:
         self.endpoints = frozenset(config.get("endpoints", ()))
         self.leases = ProcessLeases()
 
-    def __enter__(self) -> RestCatalog:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -103,11 +115,16 @@ class RestCatalog:
 
     # -- namespaces -------------------------------------------------------------
 
-    def create_namespace(self, namespace: NamespaceLike, properties: Optional[Mapping[str, str]] = None) -> None:
+    def create_namespace(self, namespace: NamespaceLike, properties: Mapping[str, str] | None = None) -> None:
         ns = to_namespace(namespace)
-        self._client.request(f"create namespace {'.'.join(ns)}", "POST", f"{self._root}namespaces",
-                             body={"namespace": list(ns), "properties": dict(properties or {})},
-                             idempotent_key=True, on_error=_namespace_error(ns))
+        self._client.request(
+            f"create namespace {'.'.join(ns)}",
+            "POST",
+            f"{self._root}namespaces",
+            body={"namespace": list(ns), "properties": dict(properties or {})},
+            idempotent_key=True,
+            on_error=_namespace_error(ns),
+        )
 
     def namespace_exists(self, namespace: NamespaceLike) -> bool:
         ns = to_namespace(namespace)
@@ -122,8 +139,12 @@ class RestCatalog:
     def list_namespaces(self, parent: NamespaceLike = ()) -> list[Namespace]:
         ns = to_namespace(parent) if parent else ()
         params = {"parent": "\x1f".join(ns)} if ns else None
-        return [tuple(n) for n in self._paged(f"list namespaces of {'.'.join(ns) or 'the root'}",
-                                              f"{self._root}namespaces", "namespaces", params)]
+        return [
+            tuple(n)
+            for n in self._paged(
+                f"list namespaces of {'.'.join(ns) or 'the root'}", f"{self._root}namespaces", "namespaces", params
+            )
+        ]
 
     # -- tables -----------------------------------------------------------------
 
@@ -131,9 +152,15 @@ class RestCatalog:
         ident = to_table_identifier(identifier)
         return "/".join((self.warehouse.rstrip("/"), *ident.namespace, ident.name))
 
-    def create_table(self, identifier: TableIdentifierLike, schema: Schema, spec: PartitionSpec = UNPARTITIONED_SPEC,
-                     sort_order: SortOrder = UNSORTED_SORT_ORDER, properties: Optional[Mapping[str, str]] = None,
-                     location: Optional[str] = None) -> LoadedTable:
+    def create_table(
+        self,
+        identifier: TableIdentifierLike,
+        schema: Schema,
+        spec: PartitionSpec = UNPARTITIONED_SPEC,
+        sort_order: SortOrder = UNSORTED_SORT_ORDER,
+        properties: Mapping[str, str] | None = None,
+        location: str | None = None,
+    ) -> LoadedTable:
         """Write the first metadata file (Floe's ids kept), then register it."""
         ident = to_table_identifier(identifier)
         if self.table_exists(ident):
@@ -150,35 +177,49 @@ class RestCatalog:
     def _stage_create(self, ident: TableIdentifier, metadata: TableMetadata) -> None:
         """Ask for the new table's storage credentials: a staged create vends them and commits nothing."""
         answer = self._client.request(
-            f"stage table {ident}", "POST", f"{self._namespace_path(ident.namespace)}/tables",
-            body={"name": ident.name, "location": metadata.location, "schema": metadata.schema().to_json(),
-                  "stage-create": True},
-            on_error=_table_error(ident, exists=True))
+            f"stage table {ident}",
+            "POST",
+            f"{self._namespace_path(ident.namespace)}/tables",
+            body={
+                "name": ident.name,
+                "location": metadata.location,
+                "schema": metadata.schema().to_json(),
+                "stage-create": True,
+            },
+            on_error=_table_error(ident, exists=True),
+        )
         vended = _vended_in(answer.body, metadata)
         if not vended:
-            log.warning("the REST catalog vended no storage credentials for %s; using this process's own",
-                        metadata.location)
+            log.warning(
+                "the REST catalog vended no storage credentials for %s; using this process's own", metadata.location
+            )
         VENDED.remember(vended)
 
     def register_table(self, identifier: TableIdentifierLike, metadata_location: str) -> LoadedTable:
         ident = to_table_identifier(identifier)
         answer = self._client.request(
-            f"register table {ident}", "POST", f"{self._namespace_path(ident.namespace)}/register",
-            body={"name": ident.name, "metadata-location": metadata_location}, idempotent_key=True,
-            on_error=_table_error(ident, exists=True))
+            f"register table {ident}",
+            "POST",
+            f"{self._namespace_path(ident.namespace)}/register",
+            body={"name": ident.name, "metadata-location": metadata_location},
+            idempotent_key=True,
+            on_error=_table_error(ident, exists=True),
+        )
         return self._remembered(ident, _loaded(answer.body, str(ident)), answer.body)
 
     def load_table(self, identifier: TableIdentifierLike) -> LoadedTable:
         """The table's current metadata location and metadata, as the server has them."""
         ident = to_table_identifier(identifier)
-        answer = self._client.request(f"load table {ident}", "GET", self._table_path(ident),
-                                      on_error=_table_error(ident))
+        answer = self._client.request(
+            f"load table {ident}", "GET", self._table_path(ident), on_error=_table_error(ident)
+        )
         return self._remembered(ident, _loaded(answer.body, str(ident)), answer.body)
 
-    def _remembered(self, ident: TableIdentifier, loaded: LoadedTable, body: Optional[dict[str, Any]]) -> LoadedTable:
+    def _remembered(self, ident: TableIdentifier, loaded: LoadedTable, body: dict[str, Any] | None) -> LoadedTable:
         """Keep the storage credentials of a load answer; loading the table again refreshes them."""
         vended = _vended_in(body, loaded.metadata)
         if vended:
+
             def refresh() -> None:
                 self.load_table(ident)
 
@@ -204,11 +245,18 @@ class RestCatalog:
     def drop_table(self, identifier: TableIdentifierLike) -> None:
         """Forget the table; its files stay (``purgeRequested=false``), as the SQL catalog's drop."""
         ident = to_table_identifier(identifier)
-        self._client.request(f"drop table {ident}", "DELETE", self._table_path(ident),
-                             params={"purgeRequested": "false"}, idempotent_key=True, on_error=_table_error(ident))
+        self._client.request(
+            f"drop table {ident}",
+            "DELETE",
+            self._table_path(ident),
+            params={"purgeRequested": "false"},
+            idempotent_key=True,
+            on_error=_table_error(ident),
+        )
 
-    def commit_metadata(self, identifier: TableIdentifierLike, base_location: str, base: TableMetadata,
-                        new: TableMetadata) -> LoadedTable:
+    def commit_metadata(
+        self, identifier: TableIdentifierLike, base_location: str, base: TableMetadata, new: TableMetadata
+    ) -> LoadedTable:
         """Apply the change from ``base`` to ``new`` on the server; its (location, metadata).
 
         :class:`CommitConflict` when a requirement failed (nothing changed),
@@ -218,13 +266,19 @@ class RestCatalog:
         ident = to_table_identifier(identifier)
         change = commit_for(base, new)
         body = {"identifier": {"namespace": list(ident.namespace), "name": ident.name}, **change.to_json()}
-        answer = self._client.request(f"commit to table {ident}", "POST", self._table_path(ident), body=body,
-                                      idempotent_key=True, on_error=_commit_error(ident, base_location))
+        answer = self._client.request(
+            f"commit to table {ident}",
+            "POST",
+            self._table_path(ident),
+            body=body,
+            idempotent_key=True,
+            on_error=_commit_error(ident, base_location),
+        )
         return _loaded(answer.body, str(ident))
 
     # -- helpers ----------------------------------------------------------------
 
-    def _paged(self, call: str, path: str, key: str, params: Optional[dict[str, str]] = None) -> list[Any]:
+    def _paged(self, call: str, path: str, key: str, params: dict[str, str] | None = None) -> list[Any]:
         items: list[Any] = []
         query = dict(params or {})
         while True:
@@ -236,14 +290,14 @@ class RestCatalog:
             query["pageToken"] = token
 
 
-def _loaded(body: Optional[dict[str, Any]], table: str) -> LoadedTable:
+def _loaded(body: dict[str, Any] | None, table: str) -> LoadedTable:
     if not body or "metadata-location" not in body or "metadata" not in body:
         raise RestCatalogError(f"load table {table}", 200, "", "the answer has no metadata-location and metadata")
     location = body["metadata-location"]
     return LoadedTable(location, table_metadata_from_json(body["metadata"], location))
 
 
-def _vended_in(body: Optional[dict[str, Any]], metadata: TableMetadata) -> list[S3Credential]:
+def _vended_in(body: dict[str, Any] | None, metadata: TableMetadata) -> list[S3Credential]:
     """The storage credentials a load or staged-create answer vends for the table's own directories."""
     answer = body or {}
     return vended_credentials(table_file_prefixes(metadata), answer.get("config"), answer.get("storage-credentials"))

@@ -21,8 +21,9 @@ more: a refused request changed nothing.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, Protocol
+from typing import Any, Protocol
 
 import requests
 
@@ -34,7 +35,7 @@ UNKNOWN_OUTCOME_STATUSES = frozenset({500, 502, 503, 504})
 class RestCatalogError(CatalogError):
     """The REST catalog refused a request or could not be reached; names the call and the reason."""
 
-    def __init__(self, call: str, status: Optional[int], kind: str, message: str) -> None:
+    def __init__(self, call: str, status: int | None, kind: str, message: str) -> None:
         self.call = call
         self.status = status
         self.kind = kind
@@ -54,27 +55,48 @@ class Authorizer(Protocol):
 @dataclass(frozen=True)
 class RestAnswer:
     status: int
-    body: Optional[dict[str, Any]]
+    body: dict[str, Any] | None
 
 
 class RestClient:
     """One REST catalog endpoint: ``uri`` (``http(s)://host:port[/base]``) and static headers."""
 
-    def __init__(self, uri: str, headers: Optional[Mapping[str, str]] = None, *, auth: Optional[Authorizer] = None,
-                 connect_timeout_s: float = 10.0, read_timeout_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        uri: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        auth: Authorizer | None = None,
+        connect_timeout_s: float = 10.0,
+        read_timeout_s: float = 60.0,
+    ) -> None:
         self.uri = uri.rstrip("/")
         self.timeouts = (connect_timeout_s, read_timeout_s)
         self._auth = auth
         self._session = requests.Session()
-        self._session.headers.update({"Content-Type": "application/json", "Accept": "application/json",
-                                      "X-Client-Version": "floe", **(headers or {})})
+        self._session.headers.update(
+            {
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+                "X-Client-Version": "floe",
+                **(headers or {}),
+            }
+        )
 
     def close(self) -> None:
         self._session.close()
 
-    def request(self, call: str, method: str, path: str, *, body: Any = None,
-                params: Optional[Mapping[str, str]] = None, idempotent_key: bool = False,
-                on_error: Optional[Callable[[RestCatalogError], Exception]] = None) -> RestAnswer:
+    def request(
+        self,
+        call: str,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        idempotent_key: bool = False,
+        on_error: Callable[[RestCatalogError], Exception] | None = None,
+    ) -> RestAnswer:
         """Send one request; an error answer goes through ``on_error`` (a typed error) or is raised as is.
 
         ``idempotent_key`` sends an ``Idempotency-Key`` header, so that a server
@@ -95,22 +117,24 @@ class RestClient:
         kind, message = _error_of(response)
         raise _typed(RestCatalogError(call, response.status_code, kind, message), on_error)
 
-    def _send(self, method: str, path: str, body: Any, params: Optional[Mapping[str, str]],
-              headers: dict[str, str]) -> tuple[requests.Response, str]:
+    def _send(
+        self, method: str, path: str, body: Any, params: Mapping[str, str] | None, headers: dict[str, str]
+    ) -> tuple[requests.Response, str]:
         """The response, and the Authorization value it was sent with ("" without OAuth)."""
         authorization = self._auth.authorization() if self._auth is not None else ""
         if authorization:
             headers = {**headers, "Authorization": authorization}
-        response = self._session.request(method, f"{self.uri}/{path.lstrip('/')}", json=body, params=params,
-                                         headers=headers, timeout=self.timeouts)
+        response = self._session.request(
+            method, f"{self.uri}/{path.lstrip('/')}", json=body, params=params, headers=headers, timeout=self.timeouts
+        )
         return response, authorization
 
 
-def _typed(error: RestCatalogError, on_error: Optional[Callable[[RestCatalogError], Exception]]) -> Exception:
+def _typed(error: RestCatalogError, on_error: Callable[[RestCatalogError], Exception] | None) -> Exception:
     return on_error(error) if on_error is not None else error
 
 
-def _json(response: requests.Response) -> Optional[dict[str, Any]]:
+def _json(response: requests.Response) -> dict[str, Any] | None:
     try:
         value = response.json()
     except ValueError:

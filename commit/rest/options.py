@@ -7,8 +7,8 @@ the client secret) are never logged.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
 
 from commit.rest.auth import ClientCredentials, OAuthTokens
 from commit.rest.client import Authorizer
@@ -22,18 +22,18 @@ class RestOptions:
     """``credential`` is ``client_id:client_secret`` for OAuth2; a static token goes in ``headers``."""
 
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
-    prefix: Optional[str] = None
-    credential: Optional[str] = field(default=None, repr=False)
-    oauth2_server_uri: Optional[str] = None
+    prefix: str | None = None
+    credential: str | None = field(default=None, repr=False)
+    oauth2_server_uri: str | None = None
     scope: str = "catalog"
-    access_delegation: Optional[str] = None
+    access_delegation: str | None = None
     """``vended-credentials`` asks the server for storage credentials with each table."""
 
     def request_headers(self) -> dict[str, str]:
         delegation = {ACCESS_DELEGATION_HEADER: self.access_delegation} if self.access_delegation else {}
         return {**self.headers, **delegation}
 
-    def authorizer(self, uri: str) -> Optional[Authorizer]:
+    def authorizer(self, uri: str) -> Authorizer | None:
         """OAuth2 tokens for the client credentials, fetched as needed; None without credentials."""
         if self.credential is None:
             return None

@@ -48,8 +48,18 @@ def commit_for(base: TableMetadata, new: TableMetadata) -> RestCommit:
     updates: list[dict[str, Any]] = []
     if new.partition_statistics != base.partition_statistics:
         raise UnsupportedChange("partition statistics files are not sent through REST")
-    for part in (_format, _location, _schemas, _specs, _sort_orders, _added_snapshots, _refs, _removed_snapshots,
-                 _properties, _statistics):
+    for part in (
+        _format,
+        _location,
+        _schemas,
+        _specs,
+        _sort_orders,
+        _added_snapshots,
+        _refs,
+        _removed_snapshots,
+        _properties,
+        _statistics,
+    ):
         more_requirements, more_updates = part(base, new)
         requirements += more_requirements
         updates += more_updates
@@ -72,7 +82,8 @@ def _location(base: TableMetadata, new: TableMetadata) -> Part:
 def _schemas(base: TableMetadata, new: TableMetadata) -> Part:
     known = {s.schema_id for s in base.schemas}
     added = [s for s in new.schemas if s.schema_id not in known]
-    requirements, updates = [], []
+    requirements: list[dict[str, Any]] = []
+    updates: list[dict[str, Any]] = []
     if added:
         requirements.append({"type": "assert-last-assigned-field-id", "last-assigned-field-id": base.last_column_id})
         updates += [{"action": "add-schema", "schema": s.to_json()} for s in added]
@@ -86,10 +97,12 @@ def _schemas(base: TableMetadata, new: TableMetadata) -> Part:
 def _specs(base: TableMetadata, new: TableMetadata) -> Part:
     known = {s.spec_id for s in base.partition_specs}
     added = [s for s in new.partition_specs if s.spec_id not in known]
-    requirements, updates = [], []
+    requirements: list[dict[str, Any]] = []
+    updates: list[dict[str, Any]] = []
     if added:
-        requirements.append({"type": "assert-last-assigned-partition-id",
-                             "last-assigned-partition-id": base.last_partition_id})
+        requirements.append(
+            {"type": "assert-last-assigned-partition-id", "last-assigned-partition-id": base.last_partition_id}
+        )
         updates += [{"action": "add-spec", "spec": s.to_json()} for s in added]
     if new.default_spec_id != base.default_spec_id:
         requirements.append({"type": "assert-default-spec-id", "default-spec-id": base.default_spec_id})
@@ -100,10 +113,14 @@ def _specs(base: TableMetadata, new: TableMetadata) -> Part:
 
 def _sort_orders(base: TableMetadata, new: TableMetadata) -> Part:
     known = {o.order_id for o in base.sort_orders}
-    updates = [{"action": "add-sort-order", "sort-order": o.to_json()} for o in new.sort_orders if o.order_id not in known]
-    requirements = []
+    updates: list[dict[str, Any]] = [
+        {"action": "add-sort-order", "sort-order": o.to_json()} for o in new.sort_orders if o.order_id not in known
+    ]
+    requirements: list[dict[str, Any]] = []
     if new.default_sort_order_id != base.default_sort_order_id:
-        requirements.append({"type": "assert-default-sort-order-id", "default-sort-order-id": base.default_sort_order_id})
+        requirements.append(
+            {"type": "assert-default-sort-order-id", "default-sort-order-id": base.default_sort_order_id}
+        )
         updates.append({"action": "set-default-sort-order", "sort-order-id": new.default_sort_order_id})
     _no_removals("sort order", known, {o.order_id for o in new.sort_orders})
     return requirements, updates
@@ -112,7 +129,9 @@ def _sort_orders(base: TableMetadata, new: TableMetadata) -> Part:
 def _added_snapshots(base: TableMetadata, new: TableMetadata) -> Part:
     """Added snapshots in order, before the refs that may point at them."""
     known = {s.snapshot_id for s in base.snapshots}
-    return [], [{"action": "add-snapshot", "snapshot": s.to_json()} for s in new.snapshots if s.snapshot_id not in known]
+    return [], [
+        {"action": "add-snapshot", "snapshot": s.to_json()} for s in new.snapshots if s.snapshot_id not in known
+    ]
 
 
 def _removed_snapshots(base: TableMetadata, new: TableMetadata) -> Part:
@@ -123,13 +142,19 @@ def _removed_snapshots(base: TableMetadata, new: TableMetadata) -> Part:
 
 def _refs(base: TableMetadata, new: TableMetadata) -> Part:
     """Each changed or removed ref, asserted at its base snapshot (None: it must not exist yet)."""
-    requirements, updates = [], []
+    requirements: list[dict[str, Any]] = []
+    updates: list[dict[str, Any]] = []
     for name in sorted(set(base.refs) | set(new.refs)):
         before, after = base.refs.get(name), new.refs.get(name)
         if before == after:
             continue
-        requirements.append({"type": "assert-ref-snapshot-id", "ref": name,
-                             "snapshot-id": None if before is None else before.snapshot_id})
+        requirements.append(
+            {
+                "type": "assert-ref-snapshot-id",
+                "ref": name,
+                "snapshot-id": None if before is None else before.snapshot_id,
+            }
+        )
         if after is None:
             updates.append({"action": "remove-snapshot-ref", "ref-name": name})
         else:
@@ -153,8 +178,9 @@ def _statistics(base: TableMetadata, new: TableMetadata) -> Part:
     kept = {s.snapshot_id for s in new.snapshots}
     before = {s["snapshot-id"]: dict(s) for s in base.statistics if s["snapshot-id"] in kept}
     after = {s["snapshot-id"]: dict(s) for s in new.statistics}
-    updates: list[dict[str, Any]] = [{"action": "set-statistics", "statistics": after[i]}
-                                     for i in sorted(after) if before.get(i) != after[i]]
+    updates: list[dict[str, Any]] = [
+        {"action": "set-statistics", "statistics": after[i]} for i in sorted(after) if before.get(i) != after[i]
+    ]
     updates += [{"action": "remove-statistics", "snapshot-id": i} for i in sorted(set(before) - set(after))]
     return [], updates
 

@@ -24,8 +24,9 @@ lease keeps it from running at the same time).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any
 
 from commit.catalog import Catalog
 from commit.identifiers import TableIdentifierLike, to_table_identifier
@@ -66,7 +67,7 @@ class DataSequenceBounds:
     """The smallest live data sequence number per (spec, partition), and overall."""
 
     by_partition: Mapping[tuple[int, tuple[Any, ...]], int]
-    overall: Optional[int]
+    overall: int | None
     live_paths: Mapping[str, int]  # live data file -> its data sequence number
 
     @classmethod
@@ -80,9 +81,13 @@ class DataSequenceBounds:
         overall = min(by_partition.values()) if by_partition else None
         return cls(by_partition, overall, paths)
 
-    def smallest_for(self, delete_file: DataFile, is_global: bool) -> Optional[int]:
+    def smallest_for(self, delete_file: DataFile, is_global: bool) -> int | None:
         """The smallest data sequence number the delete could apply to; None when there is no data."""
-        return self.overall if is_global else self.by_partition.get(partition_key(delete_file.spec_id, delete_file.partition))
+        return (
+            self.overall
+            if is_global
+            else self.by_partition.get(partition_key(delete_file.spec_id, delete_file.partition))
+        )
 
 
 def equality_delete_dangles(delete: LiveFile, bounds: DataSequenceBounds, is_global: bool) -> bool:
@@ -110,7 +115,7 @@ def position_delete_dangles(delete: LiveFile, referenced: Iterable[str], bounds:
 @dataclass(frozen=True)
 class DanglingDeletesResult:
     removed: tuple[str, ...]
-    snapshot_id: Optional[int]
+    snapshot_id: int | None
 
 
 def find_dangling_deletes(io: FileIO, metadata: TableMetadata, snapshot: Snapshot) -> list[DataFile]:
@@ -124,9 +129,9 @@ def find_dangling_deletes(io: FileIO, metadata: TableMetadata, snapshot: Snapsho
         if f.content == DataFileContent.EQUALITY_DELETES:
             if equality_delete_dangles(delete, bounds, specs[f.spec_id].is_unpartitioned):
                 dangling.append(f)
-        elif position_delete_dangles_by_sequence(delete, bounds):
-            dangling.append(f)
-        elif position_delete_dangles(delete, referenced_data_files(io, f), bounds):
+        elif position_delete_dangles_by_sequence(delete, bounds) or position_delete_dangles(
+            delete, referenced_data_files(io, f), bounds
+        ):
             dangling.append(f)
     return dangling
 
@@ -149,8 +154,8 @@ def remove_dangling_deletes(
     catalog: Catalog,
     identifier: TableIdentifierLike,
     *,
-    before_commit: Optional[BeforeCommit] = None,
-    snapshot_properties: Optional[Mapping[str, str]] = None,
+    before_commit: BeforeCommit | None = None,
+    snapshot_properties: Mapping[str, str] | None = None,
 ) -> DanglingDeletesResult:
     """Find the dangling delete files of the current snapshot and remove them in one ``delete`` commit.
 

@@ -14,8 +14,8 @@ deletes the files only expired snapshots referenced.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from commit.catalog import Catalog
 from commit.exactly_once import branch_history, committed_batch
@@ -87,4 +87,3 @@ def expire_snapshots(
         },
     )
     return result
-

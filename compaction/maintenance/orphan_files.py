@@ -18,15 +18,15 @@ like this table's orphans.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
 
 from commit.catalog import Catalog
 from commit.identifiers import TableIdentifierLike, to_table_identifier
 from table.errors import TableError
 from table.io import FileEntry, FileIO, to_fs_path
 from table.locations import locations_outside_table
-from table.manifest import read_manifest_entries, read_manifest_list
+from table.manifest import ManifestFile, read_manifest_entries, read_manifest_list
 from table.metadata import TableMetadata, now_ms
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ def referenced_files(io: FileIO, metadata: TableMetadata, metadata_location: str
     for statistics in (*metadata.statistics, *metadata.partition_statistics):
         if "statistics-path" in statistics:
             found.add(statistics["statistics-path"])
-    manifests = {}
+    manifests: dict[str, ManifestFile] = {}
     for snapshot in metadata.snapshots:
         found.add(snapshot.manifest_list)
         for manifest in read_manifest_list(io, snapshot.manifest_list):
@@ -59,9 +59,7 @@ def referenced_files(io: FileIO, metadata: TableMetadata, metadata_location: str
     return {to_fs_path(p) for p in found}
 
 
-def orphan_candidates(
-    listed: Iterable[FileEntry], referenced: set[str], older_than_ms: int
-) -> Iterator[FileEntry]:
+def orphan_candidates(listed: Iterable[FileEntry], referenced: set[str], older_than_ms: int) -> Iterator[FileEntry]:
     """Listed files that nothing references and that were last modified before ``older_than_ms``."""
     for entry in listed:
         if entry.mtime_ms is None or entry.mtime_ms >= older_than_ms:
@@ -85,8 +83,11 @@ def remove_orphan_files(
     io = FileIO.for_location(loaded.metadata_location)
     cutoff = clock_ms() - older_than_ms
     for outside in locations_outside_table(loaded.metadata):
-        log.info("orphan files under %s are not removed: it is outside the table location and may be shared",
-                 outside, extra={"table": str(ident)})
+        log.info(
+            "orphan files under %s are not removed: it is outside the table location and may be shared",
+            outside,
+            extra={"table": str(ident)},
+        )
     listed = list(io.list_prefix(loaded.metadata.location.rstrip("/")))
     referenced = referenced_files(io, loaded.metadata, loaded.metadata_location)
     orphans = [e.location for e in orphan_candidates(listed, referenced, cutoff)]
@@ -99,7 +100,11 @@ def remove_orphan_files(
             failed.append(path)
     log.info(
         "removed orphan files",
-        extra={"table": str(ident), "listed": len(listed), "deleted": len(orphans) - len(failed), "failed": len(failed)},
+        extra={
+            "table": str(ident),
+            "listed": len(listed),
+            "deleted": len(orphans) - len(failed),
+            "failed": len(failed),
+        },
     )
     return OrphanResult(tuple(p for p in orphans if p not in failed), tuple(failed), len(listed))
-

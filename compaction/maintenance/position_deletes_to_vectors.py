@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Optional
 
 from commit.catalog import Catalog
 from commit.errors import CommitStateUnknown
@@ -45,7 +44,7 @@ class VectorRewriteResult:
     vectors: int
     removed_position_deletes: int
     kept_position_deletes: int
-    snapshot_id: Optional[int]
+    snapshot_id: int | None
 
 
 def tasks_with_position_files(tasks: list[FileScanTask]) -> list[FileScanTask]:
@@ -53,7 +52,9 @@ def tasks_with_position_files(tasks: list[FileScanTask]) -> list[FileScanTask]:
     return [t for t in tasks if any(not d.is_deletion_vector for d in t.position_deletes)]
 
 
-def removable(position_files: dict[str, DataFile], named: dict[str, frozenset[str]], with_vectors: set[str]) -> list[DataFile]:
+def removable(
+    position_files: dict[str, DataFile], named: dict[str, frozenset[str]], with_vectors: set[str]
+) -> list[DataFile]:
     """The position delete files every data file of which has a DV now (pure)."""
     return [f for key, f in sorted(position_files.items()) if named[key] <= with_vectors]
 
@@ -64,8 +65,10 @@ def rewrite_position_deletes(catalog: Catalog, identifier: TableIdentifierLike) 
     loaded = catalog.load_table(ident)
     metadata = loaded.metadata
     if not metadata.tracks_row_lineage:
-        raise ValidationError(f"table {ident} is format version {metadata.format_version}: deletion vectors need "
-                              f"version 3 (floe table upgrade {ident} --format-version 3)")
+        raise ValidationError(
+            f"table {ident} is format version {metadata.format_version}: deletion vectors need "
+            f"version 3 (floe table upgrade {ident} --format-version 3)"
+        )
     snapshot = metadata.current_snapshot()
     if snapshot is None:
         return VectorRewriteResult(0, 0, 0, None)
@@ -85,8 +88,13 @@ def rewrite_position_deletes(catalog: Catalog, identifier: TableIdentifierLike) 
     named = {key: referenced_data_files(io, f) for key, f in position_files.items()}
     gone = {f.location_key: f for f in writer.replaced}
     gone.update((f.location_key, f) for f in removable(position_files, named, with_vectors))
-    operation = RewriteFiles([], [], starting_snapshot_id=snapshot.snapshot_id,
-                             replaced_delete_files=list(gone.values()), added_delete_files=vectors)
+    operation = RewriteFiles(
+        [],
+        [],
+        starting_snapshot_id=snapshot.snapshot_id,
+        replaced_delete_files=list(gone.values()),
+        added_delete_files=vectors,
+    )
     try:
         committed = SnapshotProducer(catalog, ident, operation, io=io).commit()
     except CommitStateUnknown:

@@ -10,7 +10,7 @@ schema registry) fails the batch.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, Union
+from typing import Any, Protocol, TypeAlias
 
 from ingest.decoding.avro_decoder import AvroDecoder, AvroFormat, ConfluentAvroDecoder, ConfluentAvroFormat
 from ingest.decoding.json_decoder import JsonDecoder, JsonFormat
@@ -24,7 +24,7 @@ from ingest.decoding.registry import (
 from table.schema import Schema
 from table.types import DecimalType, IcebergType, NestedType
 
-Format = Union[JsonFormat, AvroFormat, ConfluentAvroFormat]
+Format: TypeAlias = JsonFormat | AvroFormat | ConfluentAvroFormat
 
 
 class Decoder(Protocol):

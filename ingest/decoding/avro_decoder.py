@@ -20,7 +20,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any
 
 import fastavro
 
@@ -43,7 +43,7 @@ def parse_avro_schema(text: str, what: str = "Avro schema") -> ParsedSchema:
         raise ValueError(f"{what} is not a valid Avro schema: {exc}") from exc
 
 
-def read_datum(payload: bytes, start: int, writer: ParsedSchema, reader: Optional[ParsedSchema]) -> Any:
+def read_datum(payload: bytes, start: int, writer: ParsedSchema, reader: ParsedSchema | None) -> Any:
     """The one datum encoded in ``payload[start:]``, resolved to ``reader`` when given.
 
     fastavro reports corrupt input with many exception types (EOFError,
@@ -55,7 +55,7 @@ def read_datum(payload: bytes, start: int, writer: ParsedSchema, reader: Optiona
     stream.seek(start)
     try:
         datum = fastavro.schemaless_reader(stream, writer, reader)
-    except Exception as exc:  # noqa: BLE001 - re-raised as the record's DecodeError
+    except Exception as exc:
         raise DecodeError(f"invalid Avro: {type(exc).__name__}: {_shortened(str(exc))}") from exc
     left = len(payload) - stream.tell()
     if left:
@@ -82,7 +82,7 @@ class AvroFormat:
     """
 
     reader_schema: str
-    writer_schema: Optional[str] = None
+    writer_schema: str | None = None
 
     def __post_init__(self) -> None:
         parse_avro_schema(self.reader_schema, "reader schema")
@@ -90,7 +90,7 @@ class AvroFormat:
             parse_avro_schema(self.writer_schema, "writer schema")
 
     @classmethod
-    def from_files(cls, reader_schema_path: str, writer_schema_path: Optional[str] = None) -> AvroFormat:
+    def from_files(cls, reader_schema_path: str, writer_schema_path: str | None = None) -> AvroFormat:
         writer = Path(writer_schema_path).read_text(encoding="utf-8") if writer_schema_path else None
         return cls(Path(reader_schema_path).read_text(encoding="utf-8"), writer)
 
@@ -121,9 +121,9 @@ class ConfluentAvroFormat:
     None reads each datum with its own writer schema.
     """
 
-    reader_schema: Optional[str] = None
-    registry_url: Optional[str] = None
-    schema_dir: Optional[str] = None
+    reader_schema: str | None = None
+    registry_url: str | None = None
+    schema_dir: str | None = None
     registry_timeout: float = 10.0
 
     def __post_init__(self) -> None:
@@ -146,10 +146,10 @@ class ConfluentAvroDecoder:
     batch full of them costs one lookup, yet a schema registered later is found.
     """
 
-    def __init__(self, fmt: ConfluentAvroFormat, schemas: Optional[WriterSchemas] = None) -> None:
+    def __init__(self, fmt: ConfluentAvroFormat, schemas: WriterSchemas | None = None) -> None:
         self._schemas = schemas if schemas is not None else fmt.writer_schemas()
         self._reader = parse_avro_schema(fmt.reader_schema, "reader schema") if fmt.reader_schema else None
-        self._writers: dict[int, Union[ParsedSchema, DecodeError]] = {}
+        self._writers: dict[int, ParsedSchema | DecodeError] = {}
         self._unknown: dict[int, tuple[float, UnknownSchemaError]] = {}
 
     def decode(self, payload: bytes) -> Any:
@@ -169,7 +169,7 @@ class ConfluentAvroDecoder:
             raise cached
         return cached
 
-    def _load(self, schema_id: int) -> Union[ParsedSchema, DecodeError]:
+    def _load(self, schema_id: int) -> ParsedSchema | DecodeError:
         remembered = self._unknown.get(schema_id)
         if remembered is not None and time.monotonic() - remembered[0] < UNKNOWN_ID_RETRY_SECONDS:
             return remembered[1]
@@ -182,7 +182,7 @@ class ConfluentAvroDecoder:
             self._writers[schema_id] = exc
             return exc
         try:
-            parsed: Union[ParsedSchema, DecodeError] = parse_avro_schema(text, f"writer schema id {schema_id}")
+            parsed: ParsedSchema | DecodeError = parse_avro_schema(text, f"writer schema id {schema_id}")
         except ValueError as exc:
             parsed = DecodeError(str(exc))
         self._writers[schema_id] = parsed

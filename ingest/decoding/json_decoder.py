@@ -11,9 +11,8 @@ instead of a second, subtly different set in Arrow's JSON reader.
 
 Two parsers, one set of results. The standard library's ``json`` module is
 the definition: its values, and its messages for what it refuses. orjson
-parses the same objects about four times faster (2 against 9 microseconds
-for the benchmark's 250-byte record) and is used whenever it is known to give
-exactly what ``json`` gives:
+parses the same objects several times faster (docs/performance.md) and is
+used whenever it is known to give exactly what ``json`` gives:
 
 * Only for tables without decimal columns. With them, numbers with a fraction
   or exponent are parsed as ``Decimal`` (so that ``12.30`` reaches a
@@ -36,9 +35,10 @@ parsers on edge cases and on random values.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Callable, Iterable, Optional
+from typing import Any
 
 import orjson
 
@@ -61,8 +61,8 @@ _FLOAT_OF_A_HUGE_INTEGER = (-(2.0**63), 2.0**64)
 def _may_hold_a_huge_integer(values: Iterable[Any]) -> bool:
     """Whether orjson may have turned an integer beyond 64 bits into a float somewhere here.
 
-    A walk over the parsed values (about 0.1 microseconds per field) rather
-    than a regular expression over the payload, which cost more than the parse.
+    A walk over the parsed values rather than a regular expression over the
+    payload, which cost more than the parse (docs/performance.md).
     """
     low, high = _FLOAT_OF_A_HUGE_INTEGER
     for value in values:
@@ -90,7 +90,7 @@ class JsonDecoder:
         self._parse = json.JSONDecoder(
             parse_float=Decimal if exact_decimals else float, parse_constant=_reject_constant
         ).decode
-        self._fast: Optional[Callable[[bytes], Any]] = None if exact_decimals else orjson.loads
+        self._fast: Callable[[bytes], Any] | None = None if exact_decimals else orjson.loads
 
     def decode(self, payload: bytes) -> dict[str, Any]:
         fast = self._fast

@@ -20,7 +20,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Optional, Protocol
+from typing import Protocol
 
 from ingest.record_errors import DecodeError
 
@@ -30,7 +30,7 @@ _ACCEPT = "application/vnd.schemaregistry.v1+json, application/json"
 class UnknownSchemaError(DecodeError):
     """The message names a schema id its schema source does not have."""
 
-    def __init__(self, reason: str, field: Optional[str] = None, schema_id: int = -1) -> None:
+    def __init__(self, reason: str, field: str | None = None, schema_id: int = -1) -> None:
         super().__init__(reason, field)
         self.schema_id = schema_id
 
@@ -69,7 +69,7 @@ class SchemaRegistryClient:
             secret = urllib.parse.unquote(parts.password or "")
             token = base64.b64encode(f"{user}:{secret}".encode()).decode()
             self._headers["Authorization"] = f"Basic {token}"
-            parts = parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""))
+            parts = parts._replace(netloc=(parts.hostname or "") + (f":{parts.port}" if parts.port else ""))
         self._base = urllib.parse.urlunsplit(parts).rstrip("/")
         self._timeout = timeout
 
@@ -90,7 +90,9 @@ class SchemaRegistryClient:
                 f"schema registry {self._base} answered HTTP {exc.code} for schema id {schema_id}"
             ) from exc
         except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise RegistryUnavailableError(f"schema registry {self._base} failed for schema id {schema_id}: {exc}") from exc
+            raise RegistryUnavailableError(
+                f"schema registry {self._base} failed for schema id {schema_id}: {exc}"
+            ) from exc
         return _avro_schema(body, schema_id)
 
 

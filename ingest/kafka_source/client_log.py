@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from runtime.logging import configure_logging, floe_handlers
 
@@ -41,8 +41,13 @@ class LibrdkafkaLog:
     back and counted; the next line of that kind says how many were.
     """
 
-    def __init__(self, every_s: float = 60.0, clock: Callable[[], float] = time.monotonic,
-                 logger: Optional[logging.Logger] = None, configure: Callable[[], None] = worker_logging) -> None:
+    def __init__(
+        self,
+        every_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        logger: logging.Logger | None = None,
+        configure: Callable[[], None] = worker_logging,
+    ) -> None:
         self._every_s = every_s
         self._clock = clock
         self._logger = logger or logging.getLogger("floe.librdkafka")

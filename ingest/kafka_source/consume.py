@@ -30,16 +30,17 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from ingest.kafka_source.client_log import LibrdkafkaLog, worker_logging
 from ingest.kafka_source.offsets import EARLIEST, OffsetRange
 from ingest.kafka_source.outage import Backoff, Outage, in_words, is_outage, kafka_error
-from ingest.kafka_source.client_log import LibrdkafkaLog, worker_logging
 
 log = logging.getLogger("floe.ingest")
 
@@ -47,16 +48,18 @@ RANGE_COLUMNS = "topic string, partition int, start_offset long, until_offset lo
 """What the Python source's micro-batch holds: one row per planned range, no record."""
 
 _HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
-KAFKA_ROW_SCHEMA = pa.schema([
-    pa.field("key", pa.binary()),
-    pa.field("value", pa.binary()),
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    pa.field("offset", pa.int64()),
-    pa.field("timestamp", pa.timestamp("us", "UTC")),
-    pa.field("timestampType", pa.int32()),
-    pa.field("headers", pa.list_(_HEADER)),
-])
+KAFKA_ROW_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", "UTC")),
+        pa.field("timestampType", pa.int32()),
+        pa.field("headers", pa.list_(_HEADER)),
+    ]
+)
 """The columns of Spark's Kafka source, in the Arrow types its rows reach a Python task with."""
 
 _TIMESTAMP_TYPES = {0: -1, 1: 0, 2: 1}  # librdkafka's NOT_AVAILABLE, CREATE_TIME, LOG_APPEND_TIME -> Kafka's ids
@@ -114,8 +117,9 @@ class ConsumeSettings:
         }
 
 
-def consume_ranges(batches: Iterator[pa.RecordBatch], settings: ConsumeSettings,
-                   pool: Optional[ConsumerPool] = None) -> Iterator[pa.RecordBatch]:
+def consume_ranges(
+    batches: Iterator[pa.RecordBatch], settings: ConsumeSettings, pool: ConsumerPool | None = None
+) -> Iterator[pa.RecordBatch]:
     """Every record of the ranges in ``batches`` (:data:`RANGE_COLUMNS` rows), as Kafka-row batches
     (read by a consumer of ``pool``: by default the worker's own)."""
     with (pool or _CONSUMERS).borrowed(settings) as consumer:
@@ -169,12 +173,14 @@ _CONSUMERS = ConsumerPool()
 
 def ranges_batch(ranges: list[OffsetRange]) -> pa.RecordBatch:
     """Range rows (:data:`RANGE_COLUMNS`) as one Arrow batch: what a test or a benchmark feeds in."""
-    return pa.record_batch({
-        "topic": pa.array([r.topic for r in ranges], pa.string()),
-        "partition": pa.array([r.partition for r in ranges], pa.int32()),
-        "start_offset": pa.array([r.start for r in ranges], pa.int64()),
-        "until_offset": pa.array([r.until for r in ranges], pa.int64()),
-    })
+    return pa.record_batch(
+        {
+            "topic": pa.array([r.topic for r in ranges], pa.string()),
+            "partition": pa.array([r.partition for r in ranges], pa.int32()),
+            "start_offset": pa.array([r.start for r in ranges], pa.int64()),
+            "until_offset": pa.array([r.until for r in ranges], pa.int64()),
+        }
+    )
 
 
 class _RangeRead:
@@ -191,8 +197,9 @@ class _RangeRead:
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
         start = self.wanted.start
-        self.consumer.assign([TopicPartition(self.wanted.topic, self.wanted.partition,
-                                             OFFSET_BEGINNING if start == EARLIEST else start)])
+        self.consumer.assign(
+            [TopicPartition(self.wanted.topic, self.wanted.partition, OFFSET_BEGINNING if start == EARLIEST else start)]
+        )
         try:
             yield from self._read_from(max(start, 0))
         finally:
@@ -200,8 +207,10 @@ class _RangeRead:
 
     def _lost(self, start: int, low: int) -> None:
         w = self.wanted
-        what = (f"{w.topic}/{w.partition}: offsets {start}..{min(low, w.until) - 1} were deleted (retention) "
-                f"before they were read")
+        what = (
+            f"{w.topic}/{w.partition}: offsets {start}..{min(low, w.until) - 1} were deleted (retention) "
+            f"before they were read"
+        )
         if self.settings.fail_on_data_loss:
             raise DataLossError(f"{what}; set kafka.fail_on_data_loss: false to skip them")
         log.warning("%s; skipped (fail_on_data_loss is false)", what)
@@ -232,8 +241,12 @@ class _RangeRead:
         partition's end, an offset gone) take the slow path.
         """
         until, first = self.wanted.until, messages[0]
-        mine = first.error() is None and first.offset() >= position and first.partition() == self.wanted.partition \
+        mine = (
+            first.error() is None
+            and first.offset() >= position
+            and first.partition() == self.wanted.partition
             and first.topic() == self.wanted.topic
+        )
         if mine and all(m.error() is None for m in messages):
             last = messages[-1].offset()
             records = messages if last < until else [m for m in messages if m.offset() < until]
@@ -244,8 +257,11 @@ class _RangeRead:
         for message in messages:
             error = message.error()
             if error is None:
-                if message.partition() != self.wanted.partition or message.topic() != self.wanted.topic \
-                        or message.offset() < position:
+                if (
+                    message.partition() != self.wanted.partition
+                    or message.topic() != self.wanted.topic
+                    or message.offset() < position
+                ):
                     continue  # left from an earlier assignment of this consumer
                 if message.offset() < until:
                     records.append(message)
@@ -262,9 +278,7 @@ class _RangeRead:
 
     def _restart_after_loss(self, position: int) -> int:
         """Retention passed the reader mid-range: fail, or go on at the new low watermark."""
-        from confluent_kafka import TopicPartition
-
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaException, TopicPartition
 
         partition = TopicPartition(self.wanted.topic, self.wanted.partition)
         try:
@@ -277,8 +291,10 @@ class _RangeRead:
             self.consumer.assign([TopicPartition(self.wanted.topic, self.wanted.partition, position)])
             return position
         if low <= position:
-            raise KafkaReadStalled(f"{self.wanted.topic}/{self.wanted.partition}: offset {position} is out of "
-                                   f"range, yet the low watermark is {low}")
+            raise KafkaReadStalled(
+                f"{self.wanted.topic}/{self.wanted.partition}: offset {position} is out of "
+                f"range, yet the low watermark is {low}"
+            )
         self._lost(position, low)
         self.consumer.assign([TopicPartition(self.wanted.topic, self.wanted.partition, low)])
         return low
@@ -314,19 +330,29 @@ class _Silence:
                 self._silent_since = now  # back from an outage: the stall limit starts now
             if now - self._silent_since > self._settings.poll_timeout_s:
                 w = self._wanted
-                raise KafkaReadStalled(f"{w.topic}/{w.partition}: no record for {self._settings.poll_timeout_s:.0f}s "
-                                       f"at offset {position}, reading up to {w.until}, while Kafka answered")
+                raise KafkaReadStalled(
+                    f"{w.topic}/{w.partition}: no record for {self._settings.poll_timeout_s:.0f}s "
+                    f"at offset {position}, reading up to {w.until}, while Kafka answered"
+                )
             self._next_probe = now + self._settings.probe_after_s
             return
         self._silent_since = now  # an outage is not a stall
         if self._outage.failed(now, random.random()):
             worker_logging()
-            log.warning("kafka %s is unreachable: %s; the task reading %s/%d at offset %d (up to %d) waits for it "
-                        "(unreachable for %.0fs)", self._bootstrap(), in_words(error), self._wanted.topic,
-                        self._wanted.partition, position, self._wanted.until, self._outage.down_for_s(now))
+            log.warning(
+                "kafka %s is unreachable: %s; the task reading %s/%d at offset %d (up to %d) waits for it "
+                "(unreachable for %.0fs)",
+                self._bootstrap(),
+                in_words(error),
+                self._wanted.topic,
+                self._wanted.partition,
+                position,
+                self._wanted.until,
+                self._outage.down_for_s(now),
+            )
         self._next_probe = now + self._outage.wait_s(now)
 
-    def _unanswered(self) -> Optional[Any]:
+    def _unanswered(self) -> Any | None:
         """The error of a metadata request for the range's topic; None when Kafka answered it."""
         from confluent_kafka import KafkaException
 

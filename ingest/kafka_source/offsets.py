@@ -22,10 +22,11 @@ one or more whole ranges (:func:`tasks_of`).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional, Union
 
 EARLIEST = -2
 LATEST = -1
@@ -56,12 +57,12 @@ class OffsetRange:
 class Limits:
     """Admission control: Spark's ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` and ``maxTriggerDelay``."""
 
-    max_offsets: Optional[int] = None
-    min_offsets: Optional[int] = None
+    max_offsets: int | None = None
+    min_offsets: int | None = None
     max_delay_s: float = 15 * 60.0
 
 
-def parse_offsets(text: str, field_name: str) -> Union[str, Offsets]:
+def parse_offsets(text: str, field_name: str) -> str | Offsets:
     """``earliest``, ``latest`` or Spark's offset JSON, checked (``field_name`` names it in errors)."""
     if text in ("earliest", "latest"):
         return text
@@ -74,14 +75,18 @@ def parse_offsets(text: str, field_name: str) -> Union[str, Offsets]:
     offsets: Offsets = {}
     for topic, parts in value.items():
         for partition, offset in parts.items():
-            if not str(partition).isdigit() or isinstance(offset, bool) or not isinstance(offset, int) or offset < EARLIEST:
+            if (
+                not str(partition).isdigit()
+                or isinstance(offset, bool)
+                or not isinstance(offset, int)
+                or offset < EARLIEST
+            ):
                 raise OffsetsError(f"{field_name}: {topic}/{partition} = {offset!r} is not an offset (>= -2)")
             offsets.setdefault(str(topic), {})[str(int(partition))] = offset
     return offsets
 
 
-def resolve_start(wanted: Union[str, Mapping[str, Mapping[str, int]]],
-                  earliest: Offsets, latest: Offsets) -> Offsets:
+def resolve_start(wanted: str | Mapping[str, Mapping[str, int]], earliest: Offsets, latest: Offsets) -> Offsets:
     """The initial offsets of every partition now known: ``earliest``/``latest``, or given ones
     (-2 and -1 resolved; a partition not given starts at its earliest, as new partitions do)."""
     if wanted == "earliest":
@@ -127,15 +132,25 @@ def admit(start: Offsets, latest: Offsets, limits: Limits, waited_s: float) -> O
     """
     new = {t: {p: o for p, o in parts.items() if p not in start.get(t, {})} for t, parts in latest.items()}
     new = {t: parts for t, parts in new.items() if parts}
-    waiting = {(t, p): end - start[t][p] for t, parts in latest.items() for p, end in parts.items()
-               if p in start.get(t, {}) and end > start[t][p]}
+    waiting = {
+        (t, p): end - start[t][p]
+        for t, parts in latest.items()
+        for p, end in parts.items()
+        if p in start.get(t, {}) and end > start[t][p]
+    }
     available = sum(waiting.values())
     if available == 0 or limits.max_offsets is None or available <= limits.max_offsets:
-        if not new and limits.min_offsets is not None and available < limits.min_offsets \
-                and waited_s < limits.max_delay_s:
+        if (
+            not new
+            and limits.min_offsets is not None
+            and available < limits.min_offsets
+            and waited_s < limits.max_delay_s
+        ):
             return _copy(start)
-        return _merged(start, {t: {p: e for p, e in parts.items() if e > start.get(t, {}).get(p, e - 1)}
-                               for t, parts in latest.items()})
+        return _merged(
+            start,
+            {t: {p: e for p, e in parts.items() if e > start.get(t, {}).get(p, e - 1)} for t, parts in latest.items()},
+        )
     end: Offsets = {}
     for (topic, partition), taken in shares(waiting, limits.max_offsets).items():
         end.setdefault(topic, {})[partition] = start[topic][partition] + taken
@@ -156,15 +171,18 @@ def shares(waiting: Mapping[tuple[str, str], int], limit: int) -> dict[tuple[str
     taken = {tp: math.ceil(share) if share < 1 else math.floor(share) for tp, share in exact.items()}
     short = limit - sum(taken.values())
     by_fraction = sorted((tp for tp in exact if exact[tp] >= 1), key=lambda tp: (taken[tp] - exact[tp], tp))
-    for tp in by_fraction[:max(short, 0)]:
+    for tp in by_fraction[: max(short, 0)]:
         taken[tp] += 1
     return {tp: min(n, waiting[tp]) for tp, n in taken.items()}
 
 
 def capped(latest: Offsets, ending: Offsets) -> Offsets:
     """``latest`` held to ``ending`` (an ``availableNow`` run's end): partitions not in it are not read."""
-    return {t: {p: min(o, ending[t][p]) for p, o in parts.items() if p in ending.get(t, {})}
-            for t, parts in latest.items() if t in ending}
+    return {
+        t: {p: min(o, ending[t][p]) for p, o in parts.items() if p in ending.get(t, {})}
+        for t, parts in latest.items()
+        if t in ending
+    }
 
 
 def reached(end: Mapping[str, Mapping[str, int]], ending: Offsets) -> bool:
@@ -172,8 +190,9 @@ def reached(end: Mapping[str, Mapping[str, int]], ending: Offsets) -> bool:
     return all(end.get(t, {}).get(p, -1) >= o for t, parts in ending.items() for p, o in parts.items())
 
 
-def plan_ranges(start: Offsets, end: Offsets, max_records_per_task: Optional[int] = None,
-                min_tasks: Optional[int] = None) -> list[OffsetRange]:
+def plan_ranges(
+    start: Offsets, end: Offsets, max_records_per_task: int | None = None, min_tasks: int | None = None
+) -> list[OffsetRange]:
     """The batch ``start`` -> ``end`` as ranges, one per task, a large partition split in even pieces.
 
     An end below its start means the offsets went backwards, which Floe never
@@ -199,7 +218,7 @@ def plan_ranges(start: Offsets, end: Offsets, max_records_per_task: Optional[int
     return ranges
 
 
-def tasks_of(ranges: list[OffsetRange], max_tasks: Optional[int] = None) -> list[tuple[OffsetRange, ...]]:
+def tasks_of(ranges: list[OffsetRange], max_tasks: int | None = None) -> list[tuple[OffsetRange, ...]]:
     """The ranges as the tasks that read them: one each, or with ``max_tasks``, packed into that many.
 
     A task has a fixed cost (a Python worker's input, a consumer assignment, its own data, delete and
@@ -224,7 +243,7 @@ def _split(r: OffsetRange, pieces: int) -> list[OffsetRange]:
     if pieces <= 1 or r.start < 0 or r.size < pieces:
         return [r]
     bounds = [r.start + (r.size * i) // pieces for i in range(pieces + 1)]
-    return [OffsetRange(r.topic, r.partition, a, b) for a, b in zip(bounds, bounds[1:])]
+    return [OffsetRange(r.topic, r.partition, a, b) for a, b in itertools.pairwise(bounds)]
 
 
 def _merged(start: Offsets, newer: Offsets) -> Offsets:

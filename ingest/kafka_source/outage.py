@@ -13,22 +13,43 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
-OUTAGE_ERRORS = frozenset({
-    # librdkafka's own: no connection, no answer in time, or a broker not known yet
-    "_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_TIMED_OUT_QUEUE", "_MSG_TIMED_OUT", "_RESOLVE", "_FAIL",
-    "_WAIT_COORD", "_WAIT_CACHE", "_NODE_UPDATE",
-    # the broker's, among those Kafka's Java client retries (RetriableException): a broker or a
-    # leader that is shutting down, starting or moving
-    "REQUEST_TIMED_OUT", "NETWORK_EXCEPTION", "BROKER_NOT_AVAILABLE", "LEADER_NOT_AVAILABLE",
-    "NOT_LEADER_FOR_PARTITION", "NOT_LEADER_OR_FOLLOWER", "REPLICA_NOT_AVAILABLE", "OFFSET_NOT_AVAILABLE",
-    "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "KAFKA_STORAGE_ERROR", "NOT_ENOUGH_REPLICAS",
-    "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS",
-    # asked of a topic the metadata had just listed: a broker shutting down or not caught up yet
-    # (a deleted topic is no longer listed, so it is not asked; a task's read of it stalls, bounded)
-    "UNKNOWN_TOPIC_OR_PART",
-})
+OUTAGE_ERRORS = frozenset(
+    {
+        # librdkafka's own: no connection, no answer in time, or a broker not known yet
+        "_TRANSPORT",
+        "_ALL_BROKERS_DOWN",
+        "_TIMED_OUT",
+        "_TIMED_OUT_QUEUE",
+        "_MSG_TIMED_OUT",
+        "_RESOLVE",
+        "_FAIL",
+        "_WAIT_COORD",
+        "_WAIT_CACHE",
+        "_NODE_UPDATE",
+        # the broker's, among those Kafka's Java client retries (RetriableException): a broker or a
+        # leader that is shutting down, starting or moving
+        "REQUEST_TIMED_OUT",
+        "NETWORK_EXCEPTION",
+        "BROKER_NOT_AVAILABLE",
+        "LEADER_NOT_AVAILABLE",
+        "NOT_LEADER_FOR_PARTITION",
+        "NOT_LEADER_OR_FOLLOWER",
+        "REPLICA_NOT_AVAILABLE",
+        "OFFSET_NOT_AVAILABLE",
+        "FENCED_LEADER_EPOCH",
+        "UNKNOWN_LEADER_EPOCH",
+        "KAFKA_STORAGE_ERROR",
+        "NOT_ENOUGH_REPLICAS",
+        "NOT_COORDINATOR",
+        "COORDINATOR_NOT_AVAILABLE",
+        "COORDINATOR_LOAD_IN_PROGRESS",
+        # asked of a topic the metadata had just listed: a broker shutting down or not caught up yet
+        # (a deleted topic is no longer listed, so it is not asked; a task's read of it stalls, bounded)
+        "UNKNOWN_TOPIC_OR_PART",
+    }
+)
 """librdkafka's errors that mean "no broker answers now" (or not yet): waited out, never a failed query."""
 
 _CAUSES = {
@@ -55,7 +76,7 @@ _CAUSES = {
 _PREFIXES = ("Local: ", "Broker: ")
 
 
-def kafka_error(error: BaseException) -> Optional[Any]:
+def kafka_error(error: BaseException) -> Any | None:
     """The librdkafka error (``KafkaError``) an exception carries, if it carries one."""
     first = error.args[0] if error.args else None
     return first if all(hasattr(first, a) for a in ("name", "str", "retriable", "fatal")) else None
@@ -107,7 +128,7 @@ class Outage:
 
     backoff: Backoff = field(default_factory=Backoff)
     report_every_s: float = 60.0
-    down_since: Optional[float] = None
+    down_since: float | None = None
     failures: int = 0
     next_try: float = -math.inf
     _reported: float = -math.inf
@@ -133,7 +154,7 @@ class Outage:
     def down_for_s(self, now: float) -> float:
         return 0.0 if self.down_since is None else now - self.down_since
 
-    def answered(self, now: float) -> Optional[float]:
+    def answered(self, now: float) -> float | None:
         """A try succeeded at ``now``: how long Kafka had not answered, or None when it had."""
         was = self.down_since
         self.down_since, self.failures, self.next_try, self._reported = None, 0, -math.inf, -math.inf

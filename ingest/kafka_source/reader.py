@@ -45,13 +45,16 @@ import logging
 import random
 import re
 import time
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from ingest.kafka_source.client_log import worker_logging
 from ingest.kafka_source.consume import RANGE_COLUMNS
 from ingest.kafka_source.offsets import (
     Limits,
+    Marks,
     OffsetRange,
     Offsets,
     admit,
@@ -63,7 +66,6 @@ from ingest.kafka_source.offsets import (
     tasks_of,
 )
 from ingest.kafka_source.outage import Outage, in_words, is_outage, kafka_error
-from ingest.kafka_source.client_log import worker_logging
 from ingest.kafka_source.watermarks import TopicWatermarks
 from runtime.python_worker import skip_unchanged_archive_rereads
 
@@ -101,14 +103,14 @@ class KafkaRangeReader(DataSourceStreamReader):
     def __init__(self, options: Mapping[str, str]) -> None:
         self._options = {k.lower(): v for k, v in options.items()}
         self._limits = source_limits(self._options)
-        self._start: Optional[Offsets] = None
-        self._initial_offsets: Optional[Offsets] = None
+        self._start: Offsets | None = None
+        self._initial_offsets: Offsets | None = None
         ending = parse_offsets(self._options.get("endingoffsets", "latest"), "endingOffsets")
-        self._ending: Optional[Offsets] = ending if isinstance(ending, dict) else None
+        self._ending: Offsets | None = ending if isinstance(ending, dict) else None
         if self._ending is not None:  # the end of an availableNow run: nothing is held back
             self._limits = Limits(self._limits.max_offsets)
         self._last_batch = float("-inf")  # as Spark's source: the first batch is not held back
-        self._kafka: Optional[TopicWatermarks] = None
+        self._kafka: TopicWatermarks | None = None
         self._outage = Outage()
 
     def initialOffset(self) -> dict:
@@ -129,7 +131,7 @@ class KafkaRangeReader(DataSourceStreamReader):
             self._last_batch = time.monotonic()
         return end
 
-    def _initial(self, marks: dict[str, dict[int, tuple[int, int]]]) -> Offsets:
+    def _initial(self, marks: Marks) -> Offsets:
         """The initial offsets, resolved once: Spark may ask for them after it planned batch 0 from them.
         (Floe pins ``startingOffsets`` to concrete offsets, kept in the checkpoint, so a replayed batch 0
         in a new process starts where the first one did.)"""
@@ -139,8 +141,9 @@ class KafkaRangeReader(DataSourceStreamReader):
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         self._start = {t: dict(parts) for t, parts in end.items()}
-        ranges = plan_ranges(start, end, _positive(self._options, "maxrecordsperpartition"),
-                             _positive(self._options, "minpartitions"))
+        ranges = plan_ranges(
+            start, end, _positive(self._options, "maxrecordsperpartition"), _positive(self._options, "minpartitions")
+        )
         return [RangePartition(task) for task in tasks_of(ranges, _positive(self._options, "maxpartitions"))]
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
@@ -156,7 +159,7 @@ class KafkaRangeReader(DataSourceStreamReader):
         if self._kafka is not None:
             self._kafka.close()
 
-    def _marks_if_reachable(self) -> Optional[dict[str, dict[int, tuple[int, int]]]]:
+    def _marks_if_reachable(self) -> Marks | None:
         """The watermarks now; None while Kafka does not answer (and until its next try is due)."""
         if not self._outage.may_try(time.monotonic()):
             return None
@@ -169,14 +172,19 @@ class KafkaRangeReader(DataSourceStreamReader):
             now = time.monotonic()
             if self._outage.failed(now, random.random()):
                 worker_logging()
-                log.warning("kafka %s is unreachable: %s; Floe's source plans no batch until it answers "
-                            "(unreachable for %.0fs; next try in %.0fs)", self._bootstrap(), in_words(error),
-                            self._outage.down_for_s(now), self._outage.wait_s(now))
+                log.warning(
+                    "kafka %s is unreachable: %s; Floe's source plans no batch until it answers "
+                    "(unreachable for %.0fs; next try in %.0fs)",
+                    self._bootstrap(),
+                    in_words(error),
+                    self._outage.down_for_s(now),
+                    self._outage.wait_s(now),
+                )
             return None
         self._outage.answered(time.monotonic())
         return marks
 
-    def _marks_waiting(self) -> dict[str, dict[int, tuple[int, int]]]:
+    def _marks_waiting(self) -> Marks:
         """The watermarks, waiting for Kafka as long as it does not answer: where no start is known."""
         while True:
             marks = self._marks_if_reachable()
@@ -186,7 +194,7 @@ class KafkaRangeReader(DataSourceStreamReader):
 
     def _watermarks(self) -> TopicWatermarks:
         if self._kafka is None:
-            client = {k[len("kafka."):]: v for k, v in self._options.items() if k.startswith("kafka.")}
+            client = {k[len("kafka.") :]: v for k, v in self._options.items() if k.startswith("kafka.")}
             topics = tuple(t for t in self._options.get("subscribe", "").split(",") if t)
             self._kafka = TopicWatermarks(client, topics, self._options.get("subscribepattern"), name="floe-source")
         return self._kafka
@@ -198,8 +206,11 @@ class KafkaRangeReader(DataSourceStreamReader):
 def source_limits(options: Mapping[str, str]) -> Limits:
     """Admission control from the (lower-case) options."""
     delay = options.get("maxtriggerdelay")
-    return Limits(_positive(options, "maxoffsetspertrigger"), _positive(options, "minoffsetspertrigger"),
-                  15 * 60.0 if delay is None else duration_s(delay))
+    return Limits(
+        _positive(options, "maxoffsetspertrigger"),
+        _positive(options, "minoffsetspertrigger"),
+        15 * 60.0 if delay is None else duration_s(delay),
+    )
 
 
 def duration_s(text: str) -> float:
@@ -210,7 +221,7 @@ def duration_s(text: str) -> float:
     return float(match.group(1)) * _UNIT_S[match.group(2)]
 
 
-def _positive(options: Mapping[str, str], name: str) -> Optional[int]:
+def _positive(options: Mapping[str, str], name: str) -> int | None:
     value = options.get(name)
     if value is None:
         return None

@@ -11,9 +11,10 @@ columns (:data:`~ingest.kafka_source.consume.KAFKA_ROW_SCHEMA`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, Iterator, Optional, Union
+from typing import Any
 
 import pyarrow as pa
 
@@ -26,9 +27,9 @@ class KafkaRows:
     """A batch's DataFrame and how its tasks get records from it (``consume`` None: Spark's source)."""
 
     df: Any
-    consume: Optional[ConsumeSettings] = None
+    consume: ConsumeSettings | None = None
 
-    def map(self, func: ArrowMapFunction, schema: Union[Any, str], headers: bool) -> Any:
+    def map(self, func: ArrowMapFunction, schema: Any | str, headers: bool) -> Any:
         """``mapInArrow(func)`` over the batch's records (with the ``headers`` column only when asked for:
         it is the slowest to ship and to build)."""
         if self.consume is None:
@@ -37,7 +38,8 @@ class KafkaRows:
         return map_in_arrow(self.df, partial(_consumed, func=func, settings=settings), schema)
 
 
-def _consumed(ranges: Iterator[pa.RecordBatch], func: ArrowMapFunction,
-              settings: ConsumeSettings) -> Iterator[pa.RecordBatch]:
+def _consumed(
+    ranges: Iterator[pa.RecordBatch], func: ArrowMapFunction, settings: ConsumeSettings
+) -> Iterator[pa.RecordBatch]:
     """The task's ranges consumed, then handed to ``func`` as Kafka rows."""
     return func(consume_ranges(ranges, settings))

@@ -14,10 +14,11 @@ import logging
 import re
 import time
 import uuid
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
-from ingest.kafka_source.offsets import Marks
 from ingest.kafka_source.client_log import LibrdkafkaLog
+from ingest.kafka_source.offsets import Marks
 from ingest.kafka_source.outage import is_outage
 
 log = logging.getLogger("floe.ingest")
@@ -30,22 +31,30 @@ class TopicsNotFound(LookupError):
 class TopicWatermarks:
     """A consumer used only for metadata and watermarks (it never joins a group or reads a record)."""
 
-    def __init__(self, client: Mapping[str, str], topics: tuple[str, ...], pattern: Optional[str],
-                 timeout_s: float = 10.0, name: str = "floe") -> None:
+    def __init__(
+        self,
+        client: Mapping[str, str],
+        topics: tuple[str, ...],
+        pattern: str | None,
+        timeout_s: float = 10.0,
+        name: str = "floe",
+    ) -> None:
         from confluent_kafka import Consumer
 
         self._topics = topics
         self._pattern = re.compile(pattern) if pattern is not None else None
         self._timeout = timeout_s
-        self._consumer = Consumer({
-            **client,
-            "group.id": f"{name}-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            # librdkafka's own reconnect chatter would repeat every second; callers
-            # report an unreachable broker themselves, once per attempt.
-            "log_level": 2,
-            "logger": LibrdkafkaLog(),
-        })
+        self._consumer = Consumer(
+            {
+                **client,
+                "group.id": f"{name}-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                # librdkafka's own reconnect chatter would repeat every second; callers
+                # report an unreachable broker themselves, once per attempt.
+                "log_level": 2,
+                "logger": LibrdkafkaLog(),
+            }
+        )
 
     def topic_partitions(self) -> dict[str, list[int]]:
         """The source's topics (the listed ones, or those the pattern matches) and partitions."""

@@ -6,7 +6,7 @@ The password is kept apart from the URI so the URI can be shown anywhere;
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, model_validator
@@ -28,10 +28,10 @@ class CatalogConfig(Section):
         description="`sqlite:////abs/path/catalog.db` or `postgresql://user@host:port/db` (no password in it); "
         "with `type: rest`, the REST catalog's `http(s)://host:port[/path]`."
     )
-    password: Optional[SecretStr] = Field(
+    password: SecretStr | None = Field(
         None, description="PostgreSQL password (prefer `FLOE_CATALOG__PASSWORD` or `password_file`)."
     )
-    password_file: Optional[ConfigPath] = Field(None, description="File holding the PostgreSQL password.")
+    password_file: ConfigPath | None = Field(None, description="File holding the PostgreSQL password.")
     name: str = Field(
         "floe", min_length=1, description="Catalog name (rows of several catalogs can share one database)."
     )
@@ -39,25 +39,26 @@ class CatalogConfig(Section):
         description="Root location of new tables: an absolute path or a URI (`s3://bucket/prefix`); with "
         "`type: rest`, also the warehouse the REST catalog is asked for."
     )
-    prefix: Optional[str] = Field(None, description="REST: the path prefix, when the server's config gives none.")
-    token: Optional[SecretStr] = Field(None, description="REST: a bearer token (prefer `token_file`).")
-    token_file: Optional[ConfigPath] = Field(None, description="REST: file holding the bearer token.")
-    credential: Optional[SecretStr] = Field(
+    prefix: str | None = Field(None, description="REST: the path prefix, when the server's config gives none.")
+    token: SecretStr | None = Field(None, description="REST: a bearer token (prefer `token_file`).")
+    token_file: ConfigPath | None = Field(None, description="REST: file holding the bearer token.")
+    credential: SecretStr | None = Field(
         None, description="REST: OAuth2 client credentials `client_id:client_secret` (prefer `credential_file`)."
     )
-    credential_file: Optional[ConfigPath] = Field(None, description="REST: file holding the client credentials.")
-    oauth2_server_uri: Optional[str] = Field(
+    credential_file: ConfigPath | None = Field(None, description="REST: file holding the client credentials.")
+    oauth2_server_uri: str | None = Field(
         None, description="REST: the OAuth2 token endpoint (default: the catalog's `v1/oauth/tokens`)."
     )
     scope: str = Field("catalog", description="REST: the OAuth2 scope asked for with client credentials.")
     headers: Properties = Field(default_factory=dict, description="REST: extra HTTP headers on every request.")
-    access_delegation: Optional[Literal["vended-credentials"]] = Field(
-        None, description="REST: `vended-credentials` asks the catalog for storage credentials with each table, "
-        "used instead of this process's own (`storage.s3` keys or the AWS default chain) for that table's files."
+    access_delegation: Literal["vended-credentials"] | None = Field(
+        None,
+        description="REST: `vended-credentials` asks the catalog for storage credentials with each table, "
+        "used instead of this process's own (`storage.s3` keys or the AWS default chain) for that table's files.",
     )
 
     @model_validator(mode="after")
-    def _valid_uri(self) -> "CatalogConfig":
+    def _valid_uri(self) -> CatalogConfig:
         if self.type == "rest":
             raise_all(self._rest_problems())
             return self
@@ -96,8 +97,9 @@ class CatalogConfig(Section):
         if not self.uri.lower().startswith(("http://", "https://")):
             problems.append(("uri", f"expected http(s)://host:port for a REST catalog, got {redact_uri(self.uri)!r}"))
         if self.password is not None or self.password_file is not None:
-            problems.append(("password", "only used with a postgresql:// catalog uri; a REST catalog takes token "
-                                         "or credential"))
+            problems.append(
+                ("password", "only used with a postgresql:// catalog uri; a REST catalog takes token or credential")
+            )
         problems += secret_source_problems("token", self.token, self.token_file)
         problems += secret_source_problems("credential", self.credential, self.credential_file)
         if (self.token or self.token_file) and (self.credential or self.credential_file):
@@ -108,10 +110,21 @@ class CatalogConfig(Section):
         return problems + url_password_problems("uri", self.uri, "catalog.token or catalog.credential")
 
     def _sql_only_problems(self) -> list[Problem]:
-        rest_only = ("prefix", "token", "token_file", "credential", "credential_file", "oauth2_server_uri", "headers",
-                     "access_delegation")
-        return [(key, "only used with type: rest") for key in rest_only
-                if key in self.model_fields_set and getattr(self, key)]
+        rest_only = (
+            "prefix",
+            "token",
+            "token_file",
+            "credential",
+            "credential_file",
+            "oauth2_server_uri",
+            "headers",
+            "access_delegation",
+        )
+        return [
+            (key, "only used with type: rest")
+            for key in rest_only
+            if key in self.model_fields_set and getattr(self, key)
+        ]
 
     def rest_headers(self) -> dict[str, str]:
         """The REST catalog's static request headers: the extra ones and the bearer token. Secrets: never log them.
@@ -122,7 +135,7 @@ class CatalogConfig(Section):
         token = secret_value(self.token, self.token_file)
         return {**self.headers, **({"Authorization": f"Bearer {token}"} if token else {})}
 
-    def rest_credential(self) -> Optional[str]:
+    def rest_credential(self) -> str | None:
         """The OAuth2 client credentials ``client_id:client_secret``, if set. A secret: never log it."""
         return secret_value(self.credential, self.credential_file)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -37,7 +37,7 @@ _REWRITE_ELSEWHERE = {
 }
 
 
-def _rewrite_option_problem(key: str, value: str) -> Optional[str]:
+def _rewrite_option_problem(key: str, value: str) -> str | None:
     if key in _REWRITE_ELSEWHERE:
         return f"set by {_REWRITE_ELSEWHERE[key]}, not in rewrite_options"
     kind = _REWRITE_OPTIONS.get(key)
@@ -75,10 +75,13 @@ _ORPHAN_MINIMUM = timedelta(days=1)
 class RemoveOrphansConfig(Section):
     """Deletion of files that no snapshot references (failed writes)."""
 
-    enabled: bool = Field(True, description=(
-        "Remove orphan files under the table location (a `write.data.path` or `write.metadata.path` "
-        "outside it may be shared, and is not listed)."
-    ))
+    enabled: bool = Field(
+        True,
+        description=(
+            "Remove orphan files under the table location (a `write.data.path` or `write.metadata.path` "
+            "outside it may be shared, and is not listed)."
+        ),
+    )
     older_than: Duration = Field(
         timedelta(days=3),
         description="Safety window: only files older than this are removed "
@@ -86,7 +89,7 @@ class RemoveOrphansConfig(Section):
     )
 
     @model_validator(mode="after")
-    def _safe_window(self) -> "RemoveOrphansConfig":
+    def _safe_window(self) -> RemoveOrphansConfig:
         if self.older_than < _ORPHAN_MINIMUM:
             raise invalid(
                 (
@@ -111,8 +114,9 @@ class CompactionConfig(Section):
         "(smallest footprint), or `spark`, as tasks of a Spark session (the `spark` section, or "
         "`compaction.spark`), up to `max-concurrent-file-group-rewrites` at a time.",
     )
-    spark: Optional[SparkConfig] = Field(
-        None, description="The compactor's own Spark session settings, replacing the top-level `spark` "
+    spark: SparkConfig | None = Field(
+        None,
+        description="The compactor's own Spark session settings, replacing the top-level `spark` "
         "section for `floe compact` (e.g. local mode beside an ingest on a cluster).",
     )
     rewrite_options: Properties = Field(
@@ -129,7 +133,7 @@ class CompactionConfig(Section):
     remove_orphans: RemoveOrphansConfig = Field(default_factory=RemoveOrphansConfig, description="Orphan file removal.")
 
     @model_validator(mode="after")
-    def _coherent(self) -> "CompactionConfig":
+    def _coherent(self) -> CompactionConfig:
         problems = [
             (render_path(("rewrite_options", key)), problem)
             for key, value in self.rewrite_options.items()

@@ -8,7 +8,6 @@ are refused: a URI is shown in messages and logs, a ``SecretStr`` is not.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 from urllib.parse import urlsplit
 
 from pydantic import SecretStr
@@ -22,7 +21,7 @@ def read_secret_file(path: Path) -> str:
     return path.read_text().rstrip("\r\n")
 
 
-def secret_value(inline: Optional[SecretStr], file: Optional[Path]) -> Optional[str]:
+def secret_value(inline: SecretStr | None, file: Path | None) -> str | None:
     """The secret given inline or in ``file`` (read now); None when neither is set. Never log it."""
     if inline is not None:
         return inline.get_secret_value()

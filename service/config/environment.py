@@ -17,7 +17,8 @@ keys containing dots (Kafka or table properties) cannot be set this way.
 from __future__ import annotations
 
 import copy
-from typing import Any, Mapping, NamedTuple, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from service.config.model import FloeConfig
 from service.config.problems import ConfigError, render_path
@@ -59,7 +60,7 @@ def apply_env_overrides(data: dict[str, Any], overrides: Sequence[EnvOverride]) 
     return data
 
 
-def _set_path(data: dict[str, Any], override: EnvOverride) -> Optional[str]:
+def _set_path(data: dict[str, Any], override: EnvOverride) -> str | None:
     """Set ``override.value`` at its path in ``data``; or why the path cannot be followed."""
     path = override.path
     if any(not part for part in path):
@@ -76,7 +77,7 @@ def _set_path(data: dict[str, Any], override: EnvOverride) -> Optional[str]:
     return None
 
 
-def _slot(node: Any, path: tuple[str, ...], depth: int) -> tuple[Any, Optional[str]]:
+def _slot(node: Any, path: tuple[str, ...], depth: int) -> tuple[Any, str | None]:
     """The index of ``path[depth]`` in ``node`` (adding a missing section on the way); or why there is none."""
     part, where = path[depth], render_path(path[: depth + 1])
     if isinstance(node, list):

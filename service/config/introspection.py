@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Annotated, Any, Sequence, Union
+from collections.abc import Sequence
+from typing import Annotated, Any, Union
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, SecretStr, model_validator
 
@@ -32,13 +32,13 @@ class SaslConfig(Section):
         "SCRAM-SHA-512", description="SASL mechanism."
     )
     username: str = Field(description="SASL user name.")
-    password: Optional[SecretStr] = Field(
+    password: SecretStr | None = Field(
         None, description="SASL password (prefer `password_file` or `FLOE_KAFKA__SECURITY__SASL__PASSWORD`)."
     )
-    password_file: Optional[ConfigPath] = Field(None, description="File holding the SASL password (a mounted Secret).")
+    password_file: ConfigPath | None = Field(None, description="File holding the SASL password (a mounted Secret).")
 
     @model_validator(mode="after")
-    def _one_password(self) -> "SaslConfig":
+    def _one_password(self) -> SaslConfig:
         raise_all(secret_source_problems("password", self.password, self.password_file, required=True))
         return self
 
@@ -63,20 +63,20 @@ class SaslConfig(Section):
 class SslConfig(Section):
     """TLS to the brokers, with PEM files (Kafka's ``ssl.*`` client settings)."""
 
-    ca_file: Optional[ConfigPath] = Field(
+    ca_file: ConfigPath | None = Field(
         None, description="PEM bundle of CA certificates to trust (default: the JVM's trust store)."
     )
-    keystore_file: Optional[ConfigPath] = Field(
+    keystore_file: ConfigPath | None = Field(
         None, description="PEM file with the client's private key and certificate chain (mutual TLS)."
     )
-    key_password: Optional[SecretStr] = Field(
+    key_password: SecretStr | None = Field(
         None, description="Password of the private key in `keystore_file`, if it is encrypted."
     )
-    key_password_file: Optional[ConfigPath] = Field(None, description="File holding `key_password`.")
+    key_password_file: ConfigPath | None = Field(None, description="File holding `key_password`.")
     check_hostname: bool = Field(True, description="Verify the broker's host name against its certificate.")
 
     @model_validator(mode="after")
-    def _key_password_needs_keystore(self) -> "SslConfig":
+    def _key_password_needs_keystore(self) -> SslConfig:
         problems = []
         if self.keystore_file is None and (self.key_password or self.key_password_file):
             problems.append(("key_password", "only used with keystore_file (got a password but no keystore_file)"))
@@ -84,7 +84,7 @@ class SslConfig(Section):
         raise_all(problems)
         return self
 
-    def key_password_value(self) -> Optional[str]:
+    def key_password_value(self) -> str | None:
         return secret_value(self.key_password, self.key_password_file)
 
 
@@ -98,11 +98,11 @@ class KafkaSecurity(Section):
     protocol: Annotated[Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], UpperCased] = Field(
         "PLAINTEXT", description="Kafka `security.protocol`."
     )
-    sasl: Optional[SaslConfig] = Field(None, description="SASL settings; required for SASL_PLAINTEXT and SASL_SSL.")
-    ssl: Optional[SslConfig] = Field(None, description="TLS settings; used with SSL and SASL_SSL.")
+    sasl: SaslConfig | None = Field(None, description="SASL settings; required for SASL_PLAINTEXT and SASL_SSL.")
+    ssl: SslConfig | None = Field(None, description="TLS settings; used with SSL and SASL_SSL.")
 
     @model_validator(mode="after")
-    def _matches_protocol(self) -> "KafkaSecurity":
+    def _matches_protocol(self) -> KafkaSecurity:
         problems = []
         if self.protocol in _SASL_PROTOCOLS and self.sasl is None:
             problems.append(("sasl", required_when("protocol", self.protocol)))
@@ -236,25 +236,25 @@ class KafkaConfig(Section):
         repr=False,
         description="Extra Kafka client properties passed through to the Spark source (e.g. `fetch.max.bytes`).",
     )
-    starting_offsets: Annotated[Union[str, dict[str, dict[int, int]]], BeforeValidator(_starting_offsets)] = Field(
+    starting_offsets: Annotated[str | dict[str, dict[int, int]], BeforeValidator(_starting_offsets)] = Field(
         "earliest",
         description="Where a new query starts: `earliest`, `latest`, or topic -> partition -> offset. "
         "Ignored once a checkpoint exists.",
         json_schema_extra={"type_name": "'earliest' | 'latest' | map"},
     )
-    max_offsets_per_trigger: Optional[int] = Field(
+    max_offsets_per_trigger: int | None = Field(
         None, gt=0, description="Upper bound of records per micro-batch, over all partitions."
     )
-    min_offsets_per_trigger: Optional[int] = Field(
+    min_offsets_per_trigger: int | None = Field(
         None, gt=0, description="Wait for at least this many records (up to `max_trigger_delay`) before a batch."
     )
-    max_trigger_delay: Optional[Duration] = Field(
+    max_trigger_delay: Duration | None = Field(
         None, description="Longest wait for `min_offsets_per_trigger` (Spark's default: 15m)."
     )
     fail_on_data_loss: bool = Field(
         True, description="Fail the query when offsets were deleted by retention before they were read."
     )
-    max_tasks_per_batch: Optional[int] = Field(
+    max_tasks_per_batch: int | None = Field(
         None,
         gt=0,
         description="With `reader: python`: at most this many tasks per micro-batch, each reading whole offset "
@@ -266,11 +266,11 @@ class KafkaConfig(Section):
         "spark",
         description="What reads the topics: `spark`, Spark's Kafka source, or `python`, Floe's own source, whose "
         "tasks read, decode and write the records without passing them through the JVM (librdkafka settings "
-        "from `security`; `read_committed`). See docs/ingest-design.md, \"Floe's Kafka source\".",
+        'from `security`; `read_committed`). See docs/ingest-design.md, "Floe\'s Kafka source".',
     )
 
     @model_validator(mode="after")
-    def _coherent(self) -> "KafkaConfig":
+    def _coherent(self) -> KafkaConfig:
         problems = [
             (render_path(("properties", key)), f"set by {where}, not in properties")
             for key, where in _MANAGED_PROPERTIES.items()

@@ -7,8 +7,9 @@ an operator fixes them all in one round instead of one per restart.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, Optional, Union
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -52,7 +53,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 def _parse_yaml(text: str, source: str) -> Any:
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -61,7 +62,7 @@ def _parse_yaml(text: str, source: str) -> Any:
 
 
 def load_config(
-    path: Union[str, os.PathLike[str]],
+    path: str | os.PathLike[str],
     environ: Mapping[str, str] = os.environ,
     *,
     check_files: bool = True,
@@ -84,7 +85,7 @@ def load_config(
         raise ConfigError(str(path), render_errors(exc, overrides)) from None
 
 
-def parse_config(data: Mapping[str, Any], *, base_dir: Optional[Path] = None) -> FloeConfig:
+def parse_config(data: Mapping[str, Any], *, base_dir: Path | None = None) -> FloeConfig:
     """Validate an already-parsed mapping (tests, embedded demo defaults); ConfigError on problems."""
     try:
         return FloeConfig.model_validate(dict(data), context={"base_dir": base_dir, "check_files": False})

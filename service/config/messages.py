@@ -9,7 +9,8 @@ Pydantic's own rendering is never shown: it can echo secret inputs.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -63,7 +64,7 @@ def _path_sort_key(line: str) -> list[Any]:
 def _env_note(path: str, sources: dict[str, str]) -> str:
     """Which variable set the value, since the file alone would not explain the problem."""
     for source_path, variable in sources.items():
-        if path == source_path or path.startswith(source_path + ".") or path.startswith(source_path + "["):
+        if path == source_path or path.startswith((source_path + ".", source_path + "[")):
             return f" (from {variable})"
     return ""
 

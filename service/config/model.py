@@ -8,8 +8,9 @@ against the trigger) are checked here once, before any work starts.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from datetime import timedelta
-from typing import Annotated, Iterator, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -33,7 +34,7 @@ class TriggerConfig(Section):
     )
 
     @model_validator(mode="after")
-    def _one_kind(self) -> "TriggerConfig":
+    def _one_kind(self) -> TriggerConfig:
         if self.available_now and "processing_time" in self.model_fields_set:
             raise invalid(("available_now", "cannot be combined with processing_time; set one of them"))
         return self
@@ -52,7 +53,7 @@ class HttpConfig(Section):
     )
 
     @model_validator(mode="after")
-    def _distinct(self) -> "HttpConfig":
+    def _distinct(self) -> HttpConfig:
         if self.ingest_port == self.compact_port != 0:
             raise invalid(
                 (
@@ -91,12 +92,13 @@ class FloeConfig(Section):
     compaction: CompactionConfig = Field(default_factory=CompactionConfig, description="Compactor settings.")
     http: HttpConfig = Field(default_factory=HttpConfig, description="Ops HTTP endpoint.")
     readiness: ReadinessConfig = Field(default_factory=ReadinessConfig, description="Readiness rules.")
-    log_level: Annotated[Literal[LOG_LEVELS], UpperCased] = Field(  # type: ignore[valid-type]
+    log_level: Annotated[Literal[LOG_LEVELS], UpperCased] = Field(  # type: ignore[valid-type]  # a Literal built from a tuple of names
         "INFO", description="Log level. Tracebacks are logged at DEBUG only; otherwise a failure is one line."
     )
-    log_format: Literal[LOG_FORMATS] = Field(  # type: ignore[valid-type]
-        "auto", description="`text` (one readable line per record), `json` (one JSON object per line), "
-        "or `auto`: text when stderr is a terminal, JSON otherwise."
+    log_format: Literal[LOG_FORMATS] = Field(  # type: ignore[valid-type]  # a Literal built from a tuple of names
+        "auto",
+        description="`text` (one readable line per record), `json` (one JSON object per line), "
+        "or `auto`: text when stderr is a terminal, JSON otherwise.",
     )
 
     def table(self, identifier: str) -> TableConfig:
@@ -117,7 +119,7 @@ class FloeConfig(Section):
         return f"{self.checkpoint_location}/{table.identifier}"
 
     @model_validator(mode="after")
-    def _coherent(self) -> "FloeConfig":
+    def _coherent(self) -> FloeConfig:
         raise_all(
             [
                 *_duplicate_tables(self.tables),
@@ -159,7 +161,10 @@ def _duplicate_tables(tables: list[TableConfig]) -> Iterator[Problem]:
     first: dict[str, int] = {}
     for i, table in enumerate(tables):
         if table.identifier in first:
-            yield f"tables[{i}].identifier", f"{table.identifier!r} is already used by tables[{first[table.identifier]}]"
+            yield (
+                f"tables[{i}].identifier",
+                f"{table.identifier!r} is already used by tables[{first[table.identifier]}]",
+            )
         first.setdefault(table.identifier, i)
 
 

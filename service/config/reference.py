@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import types
 import typing
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, Iterator, Literal, Sequence, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, BeforeValidator, SecretStr
 from pydantic.fields import FieldInfo
@@ -93,7 +94,7 @@ def _default_text(info: FieldInfo, section: bool = False) -> str:
         return "**required**"
     if section:
         return ""
-    value = info.default_factory() if info.default_factory is not None else info.default
+    value = info.get_default(call_default_factory=True)
     if value is None or value is PydanticUndefined:
         return "unset"
     if isinstance(value, timedelta):

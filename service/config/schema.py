@@ -7,7 +7,8 @@ the schema Floe creates matches what any other Iceberg writer would.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Callable, Iterable, Mapping, Optional
+from collections.abc import Callable, Iterable, Mapping
+from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
@@ -116,7 +117,7 @@ class Column(Section):
         json_schema_extra={"type_name": "Iceberg type"},
     )
     required: bool = Field(False, description="Whether the column may not be null.")
-    doc: Optional[str] = Field(None, description="Column documentation kept in the table schema.")
+    doc: str | None = Field(None, description="Column documentation kept in the table schema.")
 
 
 # ----------------------------------------------------------------------------- building

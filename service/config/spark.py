@@ -10,7 +10,6 @@ two places.
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from pydantic import Field, model_validator
 
@@ -45,16 +44,19 @@ class SparkConfig(Section):
         description="Spark settings passed through (`spark.executor.memory: 4g`, `spark.executor.cores`, "
         "`spark.dynamicAllocation.enabled`, `spark.kubernetes.*`); secrets among them are masked in logs.",
     )
-    driver_host: Optional[str] = Field(
-        None, description="Host name or address executors use to reach the driver (`spark.driver.host`); "
+    driver_host: str | None = Field(
+        None,
+        description="Host name or address executors use to reach the driver (`spark.driver.host`); "
         "`127.0.0.1` in local mode, else Spark's default (this host's name). On Kubernetes: the headless service.",
     )
-    bind_address: Optional[str] = Field(
-        None, description="Address the driver listens on (`spark.driver.bindAddress`); `127.0.0.1` in local "
+    bind_address: str | None = Field(
+        None,
+        description="Address the driver listens on (`spark.driver.bindAddress`); `127.0.0.1` in local "
         "mode, else `driver_host`. `0.0.0.0` in a pod.",
     )
     ship_floe: bool = Field(
-        False, description="Send Floe's own packages to the executors (as `spark.submit.pyFiles` would), for "
+        False,
+        description="Send Floe's own packages to the executors (as `spark.submit.pyFiles` would), for "
         "workers that have Floe's dependencies but not Floe; see docs/spark-clusters.md.",
     )
 
@@ -63,15 +65,19 @@ class SparkConfig(Section):
         return self.master.startswith("local")
 
     @model_validator(mode="after")
-    def _valid(self) -> "SparkConfig":
+    def _valid(self) -> SparkConfig:
         raise_all([*self._master_problems(), *self._conf_problems()])
         return self
 
     def _master_problems(self) -> list[Problem]:
         if _MASTER.fullmatch(self.master):
             return []
-        return [("master", "expected local[*], local[N], spark://host:port, k8s://https://host:port or yarn, "
-                           f"got {self.master!r}")]
+        return [
+            (
+                "master",
+                f"expected local[*], local[N], spark://host:port, k8s://https://host:port or yarn, got {self.master!r}",
+            )
+        ]
 
     def _conf_problems(self) -> list[Problem]:
         problems = []

@@ -10,8 +10,6 @@ prefer the AWS SDK's default provider chain (a role) in production.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from pydantic import Field, SecretStr, model_validator
 
 from service.config.credentials import secret_source_problems, secret_value
@@ -23,25 +21,25 @@ from table.object_store import PATH_STYLE_VARIABLE, S3Settings, endpoint_problem
 class S3Config(Section):
     """An S3 or S3-compatible store (MinIO, Ceph, S3Proxy) for `s3://` warehouses and `s3a://` checkpoints."""
 
-    endpoint: Optional[str] = Field(
+    endpoint: str | None = Field(
         None, description="`http(s)://host[:port]` of an S3-compatible server; unset for AWS S3 itself."
     )
-    region: Optional[str] = Field(None, description="AWS region, e.g. `eu-west-1` (else `AWS_REGION`).")
+    region: str | None = Field(None, description="AWS region, e.g. `eu-west-1` (else `AWS_REGION`).")
     path_style_access: bool = Field(
         False, description="Address buckets as `host/bucket/key` (most S3-compatible servers need it)."
     )
-    access_key_id: Optional[str] = Field(
+    access_key_id: str | None = Field(
         None, description="Access key id; unset to use the AWS default provider chain (env, files, role)."
     )
-    secret_access_key: Optional[SecretStr] = Field(
+    secret_access_key: SecretStr | None = Field(
         None, description="Secret access key (prefer `FLOE_STORAGE__S3__SECRET_ACCESS_KEY` or the `_file`)."
     )
-    secret_access_key_file: Optional[ConfigPath] = Field(None, description="File holding the secret access key.")
-    session_token: Optional[SecretStr] = Field(None, description="Session token of temporary credentials.")
-    session_token_file: Optional[ConfigPath] = Field(None, description="File holding the session token.")
+    secret_access_key_file: ConfigPath | None = Field(None, description="File holding the secret access key.")
+    session_token: SecretStr | None = Field(None, description="Session token of temporary credentials.")
+    session_token_file: ConfigPath | None = Field(None, description="File holding the session token.")
 
     @model_validator(mode="after")
-    def _coherent(self) -> "S3Config":
+    def _coherent(self) -> S3Config:
         raise_all([*self._endpoint_problems(), *self._credential_problems()])
         return self
 
@@ -54,15 +52,22 @@ class S3Config(Section):
         problems += secret_source_problems("session_token", self.session_token, self.session_token_file)
         has_secret = self.secret_access_key is not None or self.secret_access_key_file is not None
         if has_secret != (self.access_key_id is not None):
-            problems.append(("access_key_id", "set it together with secret_access_key (or neither, for the "
-                                              "AWS default provider chain)"))
+            problems.append(
+                (
+                    "access_key_id",
+                    "set it together with secret_access_key (or neither, for the AWS default provider chain)",
+                )
+            )
         return problems
 
     def environment(self) -> dict[str, str]:
         """The variables that carry these settings to Floe's processes. Holds secrets: never log it."""
         settings = S3Settings(self.endpoint, self.region, self.path_style_access)
-        variables = {k: v for k, v in settings.environment().items()
-                     if k != PATH_STYLE_VARIABLE or "path_style_access" in self.model_fields_set}
+        variables = {
+            k: v
+            for k, v in settings.environment().items()
+            if k != PATH_STYLE_VARIABLE or "path_style_access" in self.model_fields_set
+        }
         credentials = {
             "AWS_ACCESS_KEY_ID": self.access_key_id,
             "AWS_SECRET_ACCESS_KEY": secret_value(self.secret_access_key, self.secret_access_key_file),

@@ -8,7 +8,8 @@ than by a failing query; schemas derived from Avro are checked at start-up.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Iterator, Literal, Optional
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, model_validator
 
@@ -27,15 +28,24 @@ from table.partitioning import build_partition_spec
 from table.schema import Schema
 from table.transforms import parse_transform
 
-
 FORMAT_VERSION_PROPERTY = "format-version"
 """The table property Iceberg engines read at creation for the format version; here it agrees with ``format_version``."""
 
 MANAGED_TABLE_PROPERTIES = {
     KEY_INDEX_PROPERTY: "managed by Floe's commits (the upsert key index; `floe index rebuild` replaces it)",
-    **{key: "reserved: Iceberg derives it from the table's metadata"
-       for key in ("uuid", "snapshot-count", "current-snapshot-id", "current-snapshot-summary",
-                   "current-snapshot-timestamp-ms", "current-schema", "default-partition-spec", "default-sort-order")},
+    **dict.fromkeys(
+        (
+            "uuid",
+            "snapshot-count",
+            "current-snapshot-id",
+            "current-snapshot-summary",
+            "current-snapshot-timestamp-ms",
+            "current-schema",
+            "default-partition-spec",
+            "default-sort-order",
+        ),
+        "reserved: Iceberg derives it from the table's metadata",
+    ),
 }
 """Table properties a configuration may not set, with the reason: whatever it set would be overwritten or ignored."""
 
@@ -46,15 +56,15 @@ class FormatConfig(Section):
     type: Literal["json", "avro", "confluent-avro"] = Field(
         "json", description="`json`, `avro` (plain binary Avro) or `confluent-avro` (schema-registry framing)."
     )
-    schema_file: Optional[ConfigPath] = Field(
+    schema_file: ConfigPath | None = Field(
         None, description="Avro reader schema (.avsc); required for `avro`, optional for `confluent-avro`."
     )
-    registry_url: Optional[str] = Field(
+    registry_url: str | None = Field(
         None, description="Schema registry URL for `confluent-avro` (no credentials in it)."
     )
-    registry_username: Optional[str] = Field(None, description="Schema registry basic-auth user.")
-    registry_password: Optional[SecretStr] = Field(None, description="Schema registry basic-auth password.")
-    schema_dir: Optional[ConfigPath] = Field(
+    registry_username: str | None = Field(None, description="Schema registry basic-auth user.")
+    registry_password: SecretStr | None = Field(None, description="Schema registry basic-auth password.")
+    schema_dir: ConfigPath | None = Field(
         None, description="For `confluent-avro` without a registry: directory of writer schemas named `<id>.avsc`."
     )
 
@@ -64,7 +74,7 @@ class FormatConfig(Section):
         return {"type": value} if isinstance(value, str) else value
 
     @model_validator(mode="after")
-    def _fits_type(self) -> "FormatConfig":
+    def _fits_type(self) -> FormatConfig:
         problems = [(key, only_used_when("type", allowed, self.type)) for key, allowed in self._misplaced()]
         if self.type == "avro" and self.schema_file is None:
             problems.append(("schema_file", required_when("type", "avro")))
@@ -110,7 +120,7 @@ class OpConfig(Section):
     )
 
     @model_validator(mode="after")
-    def _disjoint(self) -> "OpConfig":
+    def _disjoint(self) -> OpConfig:
         seen: dict[str, str] = {}
         problems = []
         for kind in ("insert", "update", "delete"):
@@ -139,10 +149,10 @@ class TableConfig(Section):
     """One Iceberg table fed by one streaming query."""
 
     identifier: str = Field(description="Table identifier `namespace.table` (namespace levels separated by dots).")
-    topics: Optional[Annotated[list[TopicName], BeforeValidator(comma_list)]] = Field(
+    topics: Annotated[list[TopicName], BeforeValidator(comma_list)] | None = Field(
         None, description="Source topics (a list or a comma-separated string); or use `topic_pattern`."
     )
-    topic_pattern: Optional[str] = Field(
+    topic_pattern: str | None = Field(
         None, description="Source topics as a Java regular expression matched against whole names."
     )
     share_topics: bool = Field(
@@ -151,7 +161,7 @@ class TableConfig(Section):
     format: FormatConfig = Field(
         default_factory=FormatConfig, description="Record value format; a string is shorthand for `{type: ...}`."
     )
-    columns: Optional[list[Column]] = Field(
+    columns: list[Column] | None = Field(
         None,
         alias="schema",
         description="Table columns; leave out to derive them from the Avro schema (`avro`, `confluent-avro`).",
@@ -168,7 +178,7 @@ class TableConfig(Section):
     mode: Literal["append", "upsert"] = Field(
         "append", description="`append` adds every record; `upsert` keeps the latest row per key."
     )
-    op: Optional[OpConfig] = Field(
+    op: OpConfig | None = Field(
         None,
         description="Operation field of change records (upsert only); without it every record is an upsert, "
         "a null value a delete.",
@@ -184,7 +194,7 @@ class TableConfig(Section):
         "fail",
         description="`fail` stops the query on an undecodable record; `dead-letter` sends it to `dead_letter_topic`.",
     )
-    dead_letter_topic: Optional[TopicName] = Field(
+    dead_letter_topic: TopicName | None = Field(
         None, description="Topic for bad records; required with `bad_records: dead-letter`."
     )
     skip_records: StringList = Field(
@@ -233,12 +243,12 @@ class TableConfig(Section):
     def sort_terms(self) -> list[SortTerm]:
         return [parse_sort_term(t) for t in self.sort_order]
 
-    def iceberg_schema(self) -> Optional[Schema]:
+    def iceberg_schema(self) -> Schema | None:
         """The explicit schema with fresh ids and the key as identifier fields; None when derived from Avro."""
         return build_schema(self.columns, self.key) if self.columns is not None else None
 
     @model_validator(mode="after")
-    def _coherent(self) -> "TableConfig":
+    def _coherent(self) -> TableConfig:
         problems = [*self._identifier_problems(), *self._source_problems(), *self._mode_problems()]
         problems += self._property_problems()
         problems += self._schema_problems() if self.columns is not None else []
@@ -313,8 +323,13 @@ class TableConfig(Section):
         if version is not None and version.strip() not in ("2", "3"):
             problems.append((path, f"expected 2 or 3, got {version!r}"))
         elif version is not None and int(version) != self.format_version:
-            problems.append((path, f"{version!r} conflicts with format_version: {self.format_version}; "
-                                   "set one of them, or both to the same version"))
+            problems.append(
+                (
+                    path,
+                    f"{version!r} conflicts with format_version: {self.format_version}; "
+                    "set one of them, or both to the same version",
+                )
+            )
         for key, reason in MANAGED_TABLE_PROPERTIES.items():
             if key in self.properties:
                 problems.append((render_path(("properties", key)), f"{reason}, not in properties"))

@@ -7,7 +7,8 @@ them into Iceberg transform names for the table layer.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from service.config.problems import raise_all
 

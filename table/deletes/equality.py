@@ -26,8 +26,9 @@ under a hidden name (:func:`dropped_key_field`).
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from decimal import Decimal
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -61,9 +62,7 @@ def group_by_keys(deletes: Sequence[DataFile]) -> dict[tuple[int, ...], list[Dat
     groups: dict[tuple[int, ...], list[DataFile]] = {}
     for delete_file in deletes:
         if not delete_file.equality_ids:
-            raise MalformedFileError(
-                delete_file.file_path, "equality_ids", "missing for an equality delete file"
-            )
+            raise MalformedFileError(delete_file.file_path, "equality_ids", "missing for an equality delete file")
         groups.setdefault(tuple(sorted(set(delete_file.equality_ids))), []).append(delete_file)
     return groups
 
@@ -76,14 +75,10 @@ def dropped_key_field(io: FileIO, field_id: int, deletes: Sequence[DataFile]) ->
     with open_parquet(io, delete_file.file_path) as parquet:
         arrow_field = find_field(parquet.schema_arrow, field_id)
     if arrow_field is None:
-        raise MalformedFileError(
-            delete_file.file_path, f"equality_ids[{field_id}]", "no column with this field id"
-        )
+        raise MalformedFileError(delete_file.file_path, f"equality_ids[{field_id}]", "no column with this field id")
     field_type = primitive_from_arrow(arrow_field.type)
     if field_type is None:
-        raise MalformedFileError(
-            delete_file.file_path, arrow_field.name, f"unsupported key type {arrow_field.type}"
-        )
+        raise MalformedFileError(delete_file.file_path, arrow_field.name, f"unsupported key type {arrow_field.type}")
     return NestedField(field_id, f"{HIDDEN_PREFIX}{field_id}", field_type, required=False)
 
 
@@ -138,8 +133,10 @@ class DeleteKeyCache:
 
     def _may_fit(self, delete_file: DataFile, ids: tuple[int, ...]) -> bool:
         """Whether the file's keys can fit, judged before reading (8 bytes per key value at least)."""
-        return (delete_file.file_size_in_bytes <= self.max_bytes
-                and delete_file.record_count * 8 * len(ids) <= self.max_bytes)
+        return (
+            delete_file.file_size_in_bytes <= self.max_bytes
+            and delete_file.record_count * 8 * len(ids) <= self.max_bytes
+        )
 
     def _keep(self, slot: tuple[str, tuple[int, ...], tuple[str, ...]], table: pa.Table) -> None:
         size = table.nbytes
@@ -162,7 +159,7 @@ class EqualityKeyLoader:
         read_schema: Schema,
         data: ParquetFile,
         max_equality_keys: int,
-        key_cache: Optional[DeleteKeyCache] = None,
+        key_cache: DeleteKeyCache | None = None,
     ) -> None:
         self.io = io
         self.data_file = data_file
@@ -217,9 +214,7 @@ def _key_array(array: pa.Array) -> pa.Array:
     return array.storage if isinstance(array.type, pa.BaseExtensionType) else array
 
 
-def _read_keys(
-    io: FileIO, delete_file: DataFile, ids: tuple[int, ...], types: list[pa.DataType]
-) -> Iterator[pa.Table]:
+def _read_keys(io: FileIO, delete_file: DataFile, ids: tuple[int, ...], types: list[pa.DataType]) -> Iterator[pa.Table]:
     """The equality columns of one delete file, batch by batch, as key tables."""
     require_parquet(delete_file)
     path = delete_file.file_path
@@ -236,10 +231,10 @@ def _read_keys(
             yield pa.table(keys, names=[_key_name(i) for i in ids])
 
 
-def _bounds_filter(data_file: DataFile, read_schema: Schema, ids: tuple[int, ...]) -> Optional[pc.Expression]:
+def _bounds_filter(data_file: DataFile, read_schema: Schema, ids: tuple[int, ...]) -> pc.Expression | None:
     """Keeps the delete keys that may occur in the data file: null keys, and
     keys inside the data file's [lower, upper] bounds for every key column."""
-    condition: Optional[pc.Expression] = None
+    condition: pc.Expression | None = None
     for field_id in ids:
         t = read_schema.find_field(field_id).field_type
         assert isinstance(t, PrimitiveType)
@@ -310,7 +305,7 @@ class EqualityKeys:
     def _contains_composite(self, columns: list[pa.Array], length: int) -> pa.Array:
         """A semi-join on (is-null flag, value) pairs, so that nulls match."""
         rows = pa.arange(0, length)
-        left = pa.table(_null_safe(columns) + [rows], names=self._names + ["_row"])
+        left = pa.table([*_null_safe(columns), rows], names=[*self._names, "_row"])
         joined = left.join(self._encoded, keys=self._names, join_type="left semi", use_threads=False)
         return pc.is_in(rows, value_set=joined.column("_row").combine_chunks())
 

@@ -14,7 +14,7 @@ batch by batch (spec: "Position Delete Files", "Equality Delete Files").
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -46,8 +46,8 @@ class DeleteFilter:
         read_schema: Schema,
         data: ParquetFile,
         max_equality_keys: int,
-        key_cache: Optional[DeleteKeyCache] = None,
-        position_cache: Optional[PositionCache] = None,
+        key_cache: DeleteKeyCache | None = None,
+        position_cache: PositionCache | None = None,
     ) -> DeleteFilter:
         """Read the task's position deletes and equality keys (or, for key sets
         above ``max_equality_keys``, the positions they delete)."""
@@ -71,7 +71,7 @@ class DeleteFilter:
 
 
 def _deleted_positions(
-    io: FileIO, data_path: str, deletes: Sequence[DataFile], cache: Optional[PositionCache]
+    io: FileIO, data_path: str, deletes: Sequence[DataFile], cache: PositionCache | None
 ) -> list[pa.Array]:
     """The positions that ``deletes`` mark deleted in the data file (unsorted parts)."""
     parts: list[pa.Array] = []
@@ -94,7 +94,7 @@ def sorted_positions(parts: Sequence[pa.Array]) -> np.ndarray:
     return merged
 
 
-def keep_mask(deleted: np.ndarray, start: int, length: int) -> Optional[pa.Array]:
+def keep_mask(deleted: np.ndarray, start: int, length: int) -> pa.Array | None:
     """A filter for the rows ``start .. start+length-1``: false at the
     positions in ``deleted`` (sorted int64); None when none of them is
     deleted. Pure.

@@ -23,7 +23,8 @@ search, not a pass over every delete. Pure logic: no file is read here.
 from __future__ import annotations
 
 import bisect
-from typing import Any, Iterable, Iterator, Mapping, Optional
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from table.errors import NotFoundError, SchemaError, ValidationError
 from table.evaluators import decode_bound
@@ -84,9 +85,7 @@ class DeleteFileIndex:
     def _add(self, sequence_number: int, delete_file: DataFile, specs: Mapping[int, PartitionSpec]) -> None:
         spec = specs.get(delete_file.spec_id)
         if spec is None:
-            raise NotFoundError(
-                f"delete file {delete_file.file_path}: no partition spec {delete_file.spec_id}"
-            )
+            raise NotFoundError(f"delete file {delete_file.file_path}: no partition spec {delete_file.spec_id}")
         key = partition_key(delete_file.spec_id, delete_file.partition)
         if delete_file.is_deletion_vector:
             self._add_vector(sequence_number, delete_file)
@@ -129,7 +128,7 @@ class DeleteFileIndex:
         relevant = [d for d in equality if equality_deletes_may_apply(data_file, d, self._schema, self._key_stats)]
         vector = self._vectors.get(data_file.file_path)
         if vector is not None and vector[0] >= sequence_number:
-            return [vector[1]] + relevant
+            return [vector[1], *relevant]
         position = []
         if key in self._position:
             scoped = self._position[key].newer_than(sequence_number, inclusive=True)
@@ -150,7 +149,7 @@ def _check_equality_ids(delete_file: DataFile) -> None:
 # --------------------------------------------------------------------------
 
 
-def referenced_data_file(delete_file: DataFile) -> Optional[str]:
+def referenced_data_file(delete_file: DataFile) -> str | None:
     """The one data file a position delete file or DV refers to: its ``referenced_data_file``, or
     its ``file_path`` bounds when they are equal; None when it may refer to several."""
     if delete_file.referenced_data_file is not None:
@@ -168,7 +167,7 @@ def position_deletes_may_apply(delete_file: DataFile, data_path: str) -> bool:
     return (lower is None or lower <= data_path) and (upper is None or data_path <= upper)
 
 
-def path_bounds(delete_file: DataFile) -> tuple[Optional[str], Optional[str]]:
+def path_bounds(delete_file: DataFile) -> tuple[str | None, str | None]:
     """The decoded ``file_path`` bounds of a position delete file (None when absent)."""
     fid = DELETE_FILE_PATH_ID
     lower = decode_bound(StringType(), (delete_file.lower_bounds or {}).get(fid), delete_file.file_path, fid)
@@ -197,7 +196,7 @@ class KeyStatsCache:
 
 
 def equality_deletes_may_apply(
-    data_file: DataFile, delete_file: DataFile, schema: Schema, stats: Optional[KeyStatsCache] = None
+    data_file: DataFile, delete_file: DataFile, schema: Schema, stats: KeyStatsCache | None = None
 ) -> bool:
     """False when metrics prove that no row of ``data_file`` has a key that
     ``delete_file`` deletes: for some equality column, null presence or value
@@ -205,12 +204,14 @@ def equality_deletes_may_apply(
     stats = stats or KeyStatsCache()
     for field_id in delete_file.equality_ids or ():
         key_field = _primitive_field(schema, field_id)
-        if key_field is not None and not _key_may_overlap(stats.get(key_field, data_file), stats.get(key_field, delete_file)):
+        if key_field is not None and not _key_may_overlap(
+            stats.get(key_field, data_file), stats.get(key_field, delete_file)
+        ):
             return False
     return True
 
 
-def _primitive_field(schema: Schema, field_id: int) -> Optional[NestedField]:
+def _primitive_field(schema: Schema, field_id: int) -> NestedField | None:
     try:
         found = schema.find_field(field_id)
     except SchemaError:

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import bisect
 from collections import OrderedDict
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Collection, Iterable, Iterator, Optional
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -50,7 +51,7 @@ DEFAULT_POSITION_CACHE_BYTES = 64 * 1024 * 1024
 
 
 def read_positions(
-    io: FileIO, delete_file: DataFile, data_paths: Optional[Collection[str]] = None, *, with_pos: bool = True
+    io: FileIO, delete_file: DataFile, data_paths: Collection[str] | None = None, *, with_pos: bool = True
 ) -> Iterator[pa.Table]:
     """The ``file_path`` and ``pos`` rows of one position delete file, a row group at a time.
 
@@ -75,19 +76,28 @@ def vector_positions(io: FileIO, delete_file: DataFile) -> pa.Array:
     """The positions a deletion vector deletes in its data file (sorted int64)."""
     assert delete_file.referenced_data_file is not None and delete_file.content_offset is not None
     assert delete_file.content_size_in_bytes is not None
-    vector = read_deletion_vector(io, delete_file.file_path, delete_file.content_offset,
-                                  delete_file.content_size_in_bytes, delete_file.referenced_data_file)
+    vector = read_deletion_vector(
+        io,
+        delete_file.file_path,
+        delete_file.content_offset,
+        delete_file.content_size_in_bytes,
+        delete_file.referenced_data_file,
+    )
     if len(vector) != delete_file.record_count:
-        raise MalformedFileError(delete_file.file_path, "record_count",
-                                 f"the deletion vector for {delete_file.referenced_data_file} holds {len(vector)} "
-                                 f"positions, its manifest entry says {delete_file.record_count}")
+        raise MalformedFileError(
+            delete_file.file_path,
+            "record_count",
+            f"the deletion vector for {delete_file.referenced_data_file} holds {len(vector)} "
+            f"positions, its manifest entry says {delete_file.record_count}",
+        )
     return pa.array(positions_of(vector), pa.int64())
 
 
 def _vector_rows(io: FileIO, delete_file: DataFile, with_pos: bool) -> pa.Table:
     positions = vector_positions(io, delete_file)
-    paths = pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(positions), np.int32)),
-                                           pa.array([delete_file.referenced_data_file], pa.string()))
+    paths = pa.DictionaryArray.from_arrays(
+        pa.array(np.zeros(len(positions), np.int32)), pa.array([delete_file.referenced_data_file], pa.string())
+    )
     return pa.table([paths, positions] if with_pos else [paths], names=[FILE_PATH, POS][: 2 if with_pos else 1])
 
 
@@ -157,7 +167,7 @@ class PositionCache:
         self.max_bytes = max_bytes
         self._groups: OrderedDict[tuple[str, int], tuple[_Groups, int]] = OrderedDict()
         # per file, each row group's file_path range: a few hundred bytes a file, as the planner holds
-        self._bounds: dict[str, list[Optional[tuple[str, str]]]] = {}
+        self._bounds: dict[str, list[tuple[str, str] | None]] = {}
         self._bytes = 0
         self.reads = 0
         self.hits = 0
@@ -211,9 +221,7 @@ class PositionCache:
             self._bytes -= evicted
 
 
-def deleted_positions(
-    io: FileIO, delete_files: Iterable[DataFile], data_paths: Iterable[str]
-) -> dict[str, list[int]]:
+def deleted_positions(io: FileIO, delete_files: Iterable[DataFile], data_paths: Iterable[str]) -> dict[str, list[int]]:
     """Data file path -> the sorted, distinct positions ``delete_files`` delete in it (only ``data_paths``)."""
     wanted = sorted(set(data_paths))
     found: dict[str, set[int]] = {}
@@ -237,7 +245,9 @@ def referenced_data_files(io: FileIO, delete_file: DataFile) -> frozenset[str]:
 
 def _check_position_deletes(delete_file: DataFile) -> None:
     if delete_file.content != DataFileContent.POSITION_DELETES:
-        raise MalformedFileError(delete_file.file_path, "content", f"expected position deletes, got {delete_file.content.name}")
+        raise MalformedFileError(
+            delete_file.file_path, "content", f"expected position deletes, got {delete_file.content.name}"
+        )
     require_parquet(delete_file)
 
 
@@ -250,7 +260,7 @@ class _OpenDeletes:
         leaf = _leaf_index(parquet, columns[0])
         self.bounds = [_group_bounds(parquet, g, leaf) for g in range(parquet.num_row_groups)]
 
-    def row_groups(self, wanted: Optional[list[str]]) -> list[int]:
+    def row_groups(self, wanted: list[str] | None) -> list[int]:
         """The row groups that may hold a ``wanted`` path (sorted; None: all)."""
         return [g for g, b in enumerate(self.bounds) if wanted is None or _may_hold(b, wanted)]
 
@@ -306,13 +316,13 @@ def _dictionary_is_in(paths: pa.Array, value_set: pa.Array) -> pa.Array:
     return pc.is_in(paths.dictionary, value_set=value_set).take(paths.indices)
 
 
-def _leaf_index(parquet: pq.ParquetFile, name: str) -> Optional[int]:
+def _leaf_index(parquet: pq.ParquetFile, name: str) -> int | None:
     """The Parquet leaf column of a top-level primitive column (for its statistics)."""
     parquet_schema = parquet.metadata.schema
     return next((i for i in range(len(parquet_schema)) if parquet_schema.column(i).path == name), None)
 
 
-def _group_bounds(parquet: pq.ParquetFile, group: int, leaf: Optional[int]) -> Optional[tuple[str, str]]:
+def _group_bounds(parquet: pq.ParquetFile, group: int, leaf: int | None) -> tuple[str, str] | None:
     """The row group's ``file_path`` [min, max] from its statistics; None when unknown."""
     stats = None if leaf is None else parquet.metadata.row_group(group).column(leaf).statistics
     if stats is None or not stats.has_min_max:
@@ -320,7 +330,7 @@ def _group_bounds(parquet: pq.ParquetFile, group: int, leaf: Optional[int]) -> O
     return _as_text(stats.min), _as_text(stats.max)
 
 
-def _may_hold(bounds: Optional[tuple[str, str]], wanted: list[str]) -> bool:
+def _may_hold(bounds: tuple[str, str] | None, wanted: list[str]) -> bool:
     """Whether some wanted path (sorted) lies within ``bounds`` (None: unknown, so yes)."""
     if bounds is None:
         return True

@@ -22,8 +22,9 @@ from __future__ import annotations
 import array
 import struct
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Union
+from typing import TypeAlias
 
 import numpy as np
 from pyroaring import AbstractBitMap64, BitMap64
@@ -45,7 +46,7 @@ _BE_UINT32 = struct.Struct(">I")
 _FRAMING = 4 + len(DV_MAGIC) + 4  # length, magic, CRC
 _MAX_LENGTH = 2**31 - 1  # the length is a Java int
 
-Positions = Union[np.ndarray, AbstractBitMap64]
+Positions: TypeAlias = np.ndarray | AbstractBitMap64
 
 
 class InvalidDeletionVector(InvalidPuffinFile):
@@ -177,9 +178,7 @@ def write_deletion_vectors(io: FileIO, location: str, vectors: Mapping[str, Posi
     ]
 
 
-def read_deletion_vector(
-    io: FileIO, location: str, offset: int, length: int, referenced_data_file: str
-) -> BitMap64:
+def read_deletion_vector(io: FileIO, location: str, offset: int, length: int, referenced_data_file: str) -> BitMap64:
     """The deletion vector of ``referenced_data_file``: one blob read, no footer.
 
     ``offset`` and ``length`` are the delete file's ``content_offset`` and

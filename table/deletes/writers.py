@@ -14,8 +14,9 @@ planner can match delete files to data files by path.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -57,7 +58,7 @@ class PositionDeleteWriter:
         *,
         target_file_size_bytes: int = DEFAULT_TARGET_FILE_SIZE,
         max_buffered_rows: int = DEFAULT_MAX_BUFFERED_ROWS,
-        file_name_factory: Optional[FileNameFactory] = None,
+        file_name_factory: FileNameFactory | None = None,
         **writer_options: Any,
     ) -> None:
         if max_buffered_rows <= 0:
@@ -162,7 +163,7 @@ class EqualityDeleteWriter:
         partition: tuple,
         equality_ids: Sequence[int],
         *,
-        delete_schema: Optional[Schema] = None,
+        delete_schema: Schema | None = None,
         target_file_size_bytes: int = DEFAULT_TARGET_FILE_SIZE,
         **writer_options: Any,
     ) -> None:
@@ -205,13 +206,9 @@ def check_equality_ids(delete_schema: Schema, equality_ids: Sequence[int]) -> No
     for fid in equality_ids:
         found = reachable.get(fid)
         if found is None:
-            raise SchemaError(
-                f"equality field id {fid} is not a column of the delete schema reachable through structs"
-            )
+            raise SchemaError(f"equality field id {fid} is not a column of the delete schema reachable through structs")
         if not found.field_type.is_primitive:
-            raise SchemaError(
-                f"equality field {found.name!r} (id {fid}) is a {found.field_type}, not a primitive"
-            )
+            raise SchemaError(f"equality field {found.name!r} (id {fid}) is a {found.field_type}, not a primitive")
         if isinstance(found.field_type, (FloatType, DoubleType)):
             raise SchemaError(
                 f"equality field {found.name!r} (id {fid}) is {found.field_type}: "
@@ -251,15 +248,15 @@ class DeletionVectorWriter:
     :attr:`replaced` lists the delete files the commit must remove with it.
     """
 
-    def __init__(self, io: FileIO, location_prefix: str, file_name_factory: Optional[FileNameFactory] = None) -> None:
+    def __init__(self, io: FileIO, location_prefix: str, file_name_factory: FileNameFactory | None = None) -> None:
         self._io = io
         self._prefix = location_prefix.rstrip("/")
         self._names = file_name_factory or FileNameFactory()
         self._positions: dict[str, list[np.ndarray]] = {}
         self._targets: dict[str, _Target] = {}
         self.replaced: list[DataFile] = []
-        self._written: Optional[list[DataFile]] = None
-        self._location: Optional[str] = None
+        self._written: list[DataFile] | None = None
+        self._location: str | None = None
 
     def delete(self, data_path: str, positions: Any, spec_id: int, partition: tuple) -> None:
         """Delete ``positions`` (int64 array-like) of the data file ``data_path`` (spec and partition given)."""
@@ -267,7 +264,9 @@ class DeletionVectorWriter:
             raise ValidationError("cannot write to a closed DeletionVectorWriter")
         target = _Target(spec_id, tuple(partition))
         if self._targets.setdefault(data_path, target) != target:
-            raise ValidationError(f"data file {data_path} given two partitions: {self._targets[data_path]} and {target}")
+            raise ValidationError(
+                f"data file {data_path} given two partitions: {self._targets[data_path]} and {target}"
+            )
         self._positions.setdefault(data_path, []).append(np.asarray(positions, dtype=np.int64))
 
     def merge_existing(self, data_path: str, old: Sequence[DataFile], spec_id: int, partition: tuple) -> None:

@@ -25,8 +25,9 @@ import json
 import math
 import re
 import uuid
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Optional, Union
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -71,7 +72,7 @@ class MetricsMode:
     """How much to record for a column: none, counts, truncate(n) or full."""
 
     kind: str
-    length: Optional[int] = None
+    length: int | None = None
 
     @staticmethod
     def parse(text: str) -> MetricsMode:
@@ -82,9 +83,7 @@ class MetricsMode:
         match = _TRUNCATE.match(mode)
         if match and int(match.group(1)) > 0:
             return MetricsMode("truncate", int(match.group(1)))
-        raise ValidationError(
-            f"invalid metrics mode {text!r}: expected none, counts, truncate(N>0) or full"
-        )
+        raise ValidationError(f"invalid metrics mode {text!r}: expected none, counts, truncate(N>0) or full")
 
     @property
     def has_counts(self) -> bool:
@@ -129,9 +128,11 @@ class MetricsConfig:
         return cls(default, overrides)
 
 
-def _default_modes(
-    properties: Mapping[str, str], schema: Schema
-) -> tuple[MetricsMode, dict[int, MetricsMode]]:
+DEFAULT_METRICS = MetricsConfig()
+"""Iceberg's default metrics modes, for writers given no table properties."""
+
+
+def _default_modes(properties: Mapping[str, str], schema: Schema) -> tuple[MetricsMode, dict[int, MetricsMode]]:
     default = props.METRICS_DEFAULT.read(properties)
     if default is not None:
         return _parse_property(props.METRICS_DEFAULT.key, default), {}
@@ -154,9 +155,7 @@ def _field_id_by_name(schema: Schema, name: str, key: str) -> int:
     try:
         return schema.find_field(name).field_id
     except SchemaError:
-        raise ValidationError(
-            f"table property {key} names column {name!r}, which is not in the schema"
-        ) from None
+        raise ValidationError(f"table property {key} names column {name!r}, which is not in the schema") from None
 
 
 def _field_ids(nested: NestedField) -> Iterator[int]:
@@ -172,7 +171,7 @@ def _field_ids(nested: NestedField) -> Iterator[int]:
 _MAX_CODE_POINT = 0x10FFFF
 _SURROGATES = range(0xD800, 0xE000)
 
-Truncatable = Union[str, bytes]
+Truncatable: TypeAlias = str | bytes
 
 
 def truncate_lower_bound(value: Truncatable, length: int) -> Truncatable:
@@ -180,7 +179,7 @@ def truncate_lower_bound(value: Truncatable, length: int) -> Truncatable:
     return value[:length]
 
 
-def truncate_upper_bound(value: Truncatable, length: int) -> Optional[Truncatable]:
+def truncate_upper_bound(value: Truncatable, length: int) -> Truncatable | None:
     """The shortest value of at most ``length`` units that is >= ``value``.
 
     The kept prefix has its last incrementable unit incremented (code points
@@ -194,7 +193,7 @@ def truncate_upper_bound(value: Truncatable, length: int) -> Optional[Truncatabl
     return _increment_bytes(value[:length])
 
 
-def _increment_string(prefix: str) -> Optional[str]:
+def _increment_string(prefix: str) -> str | None:
     for i in range(len(prefix) - 1, -1, -1):
         code_point = ord(prefix[i]) + 1
         if code_point in _SURROGATES:
@@ -204,7 +203,7 @@ def _increment_string(prefix: str) -> Optional[str]:
     return None
 
 
-def _increment_bytes(prefix: bytes) -> Optional[bytes]:
+def _increment_bytes(prefix: bytes) -> bytes | None:
     for i in range(len(prefix) - 1, -1, -1):
         if prefix[i] < 0xFF:
             return prefix[:i] + bytes([prefix[i] + 1])
@@ -216,7 +215,7 @@ def _increment_bytes(prefix: bytes) -> Optional[bytes]:
 # --------------------------------------------------------------------------
 
 
-def count_nans(data: Union[pa.RecordBatch, pa.Table]) -> dict[int, int]:
+def count_nans(data: pa.RecordBatch | pa.Table) -> dict[int, int]:
     """NaN count of every float/double field (nested too) of conformed Arrow data.
 
     Fields are keyed by their ``PARQUET:field_id``; values under a null parent
@@ -231,9 +230,7 @@ def count_nans(data: Union[pa.RecordBatch, pa.Table]) -> dict[int, int]:
     return counts
 
 
-def _count_array_nans(
-    array: pa.Array, arrow_field: pa.Field, path: str, counts: dict[int, int]
-) -> None:
+def _count_array_nans(array: pa.Array, arrow_field: pa.Field, path: str, counts: dict[int, int]) -> None:
     # Navigate the schema's field, not the array's type: arrays may lose nested field metadata.
     t = arrow_field.type
     if pa.types.is_floating(t):
@@ -285,7 +282,7 @@ class _Leaf:
     field: NestedField
     repeated: bool
     path: str
-    time_unit: Optional[str]
+    time_unit: str | None
 
 
 @dataclass
@@ -315,8 +312,8 @@ def collect_metrics(
     schema: Schema,
     *,
     path: str,
-    nan_value_counts: Optional[Mapping[int, int]] = None,
-    config: MetricsConfig = MetricsConfig(),
+    nan_value_counts: Mapping[int, int] | None = None,
+    config: MetricsConfig = DEFAULT_METRICS,
 ) -> FileMetrics:
     """The metrics of the Parquet file ``path`` whose footer is ``metadata``.
 
@@ -496,7 +493,7 @@ def _decode(iceberg_type: IcebergType, raw: Any, leaf: _Leaf, path: str, upper: 
         raise MalformedFileError(path, leaf.path, f"invalid statistics value: {exc}") from exc
 
 
-_MICROS_PER_UNIT: dict[Optional[str], tuple[int, int]] = {
+_MICROS_PER_UNIT: dict[str | None, tuple[int, int]] = {
     # unit -> (multiplier, divisor) converting to microseconds
     None: (1, 1),
     "microseconds": (1, 1),
@@ -505,7 +502,7 @@ _MICROS_PER_UNIT: dict[Optional[str], tuple[int, int]] = {
 }
 
 
-def _to_micros(value: int, unit: Optional[str], upper: bool) -> int:
+def _to_micros(value: int, unit: str | None, upper: bool) -> int:
     """Convert a time value to microseconds, rounding outward so it still bounds."""
     if unit not in _MICROS_PER_UNIT:
         raise ValueError(f"unknown time unit {unit!r}")
@@ -550,15 +547,11 @@ def _truncated(iceberg_type: IcebergType, low: Any, high: Any, mode: MetricsMode
     return truncate_lower_bound(low, mode.length), truncate_upper_bound(high, mode.length)
 
 
-def _nan_counts(
-    leaves: list[_Leaf], counted: Optional[Mapping[int, int]], config: MetricsConfig
-) -> dict[int, int]:
+def _nan_counts(leaves: list[_Leaf], counted: Mapping[int, int] | None, config: MetricsConfig) -> dict[int, int]:
     if counted is None:
         return {}
     return {
         leaf.field.field_id: counted.get(leaf.field.field_id, 0)
         for leaf in leaves
-        if isinstance(leaf.field.field_type, (FloatType, DoubleType))
-        and config.mode(leaf.field.field_id).has_counts
+        if isinstance(leaf.field.field_type, (FloatType, DoubleType)) and config.mode(leaf.field.field_id).has_counts
     }
-

@@ -18,7 +18,8 @@ On failure, :meth:`PartitionedWriter.abort` deletes every file written.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -143,4 +144,3 @@ def write_partitioned(
     except BaseException as error:
         abort_after(error, writer)
         raise
-

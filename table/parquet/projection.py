@@ -8,7 +8,7 @@ as its ``initial-default``, or null). Files without field ids are refused.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Optional, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -108,7 +108,7 @@ def _row_counts(parquet: pq.ParquetFile, batch_size: int) -> Iterator[tuple[int,
             yield min(batch_size, rows - offset), []
 
 
-def id_of(arrow_field: pa.Field) -> Optional[int]:
+def id_of(arrow_field: pa.Field) -> int | None:
     """The Iceberg field id of an Arrow field read from a file, or None."""
     if FIELD_ID_KEY not in (arrow_field.metadata or {}):
         return None
@@ -124,7 +124,7 @@ def check_ids(file_fields: Iterable[pa.Field], path: str) -> None:
             )
 
 
-def find_field(file_fields: Iterable[pa.Field], field_id: int) -> Optional[pa.Field]:
+def find_field(file_fields: Iterable[pa.Field], field_id: int) -> pa.Field | None:
     """The Arrow field with this id, at this level or nested in structs."""
     for arrow_field in file_fields:
         if id_of(arrow_field) == field_id:
@@ -136,9 +136,7 @@ def find_field(file_fields: Iterable[pa.Field], field_id: int) -> Optional[pa.Fi
     return None
 
 
-def column_with_id(
-    columns: Sequence[pa.Array], file_fields: Sequence[pa.Field], field_id: int
-) -> Optional[pa.Array]:
+def column_with_id(columns: Sequence[pa.Array], file_fields: Sequence[pa.Field], field_id: int) -> pa.Array | None:
     """The column with this id, at this level or nested in structs (a field may
     sit deeper than expected only when it was dropped from the schema)."""
     for column, arrow_field in zip(columns, file_fields):
@@ -185,7 +183,7 @@ def _project_children(
     ]
 
 
-def _project_column(array: Optional[pa.Array], target: NestedField, length: int, path: str) -> pa.Array:
+def _project_column(array: pa.Array | None, target: NestedField, length: int, path: str) -> pa.Array:
     if array is None:
         return _default_column(target, length, path)
     if pa.types.is_dictionary(array.type):

@@ -18,8 +18,9 @@ from __future__ import annotations
 import itertools
 import json
 import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Optional, Protocol, Sequence, Union
+from typing import Any, Protocol, Self, TypeAlias
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -30,7 +31,7 @@ from table.errors import SchemaError, ValidationError
 from table.io import FileIO
 from table.manifest import DataFile, DataFileContent, FileFormat
 from table.metadata import TableMetadata
-from table.parquet.column_stats import MetricsConfig, collect_metrics, count_nans
+from table.parquet.column_stats import DEFAULT_METRICS, MetricsConfig, collect_metrics, count_nans
 from table.partitioning import PartitionSpec
 from table.schema import Schema
 
@@ -40,7 +41,7 @@ DEFAULT_ROW_GROUP_BYTES = props.PARQUET_ROW_GROUP_SIZE.default
 CHECK_ROWS = 1_000
 """Rows between two size checks, as in Java's rolling writers; batches are sliced to it."""
 
-ArrowData = Union[pa.RecordBatch, pa.Table]
+ArrowData: TypeAlias = pa.RecordBatch | pa.Table
 
 
 class FileNameFactory:
@@ -50,7 +51,7 @@ class FileNameFactory:
     tells the files of one task apart (Java's ``OutputFileFactory`` scheme).
     """
 
-    def __init__(self, prefix: str = "00000-0", operation_id: Optional[str] = None) -> None:
+    def __init__(self, prefix: str = "00000-0", operation_id: str | None = None) -> None:
         self.prefix = prefix
         self.operation_id = operation_id or str(uuid.uuid4())
         self._counter = itertools.count(1)
@@ -59,17 +60,17 @@ class FileNameFactory:
         return f"{self.prefix}-{self.operation_id}-{next(self._counter):05d}.parquet"
 
 
-def parquet_writer_options(compression: str = "zstd", compression_level: Optional[int] = None) -> dict[str, Any]:
+def parquet_writer_options(compression: str = "zstd", compression_level: int | None = None) -> dict[str, Any]:
     """pyarrow ``ParquetWriter`` settings that match what Iceberg readers expect."""
-    return dict(
-        version="2.6",
-        data_page_version="1.0",
-        use_compliant_nested_type=True,
-        store_decimal_as_integer=True,
-        write_statistics=True,
-        compression=compression,
-        compression_level=compression_level,
-    )
+    return {
+        "version": "2.6",
+        "data_page_version": "1.0",
+        "use_compliant_nested_type": True,
+        "store_decimal_as_integer": True,
+        "write_statistics": True,
+        "compression": compression,
+        "compression_level": compression_level,
+    }
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,8 @@ class WriterOptions:
     delete_target_file_size_bytes: int = props.DELETE_TARGET_FILE_SIZE.default
     row_group_bytes: int = props.PARQUET_ROW_GROUP_SIZE.default
     compression: str = props.PARQUET_COMPRESSION.default
-    compression_level: Optional[int] = None
-    metrics_config: MetricsConfig = MetricsConfig()
+    compression_level: int | None = None
+    metrics_config: MetricsConfig = field(default_factory=MetricsConfig)
 
     @classmethod
     def for_table(cls, metadata: TableMetadata) -> WriterOptions:
@@ -103,19 +104,23 @@ class WriterOptions:
 
     def for_data(self) -> dict[str, Any]:
         """:class:`DataFileWriter` keyword arguments for data files."""
-        return dict(self._file_options(), target_file_size_bytes=self.target_file_size_bytes,
-                    metrics_config=self.metrics_config)
+        return dict(
+            self._file_options(), target_file_size_bytes=self.target_file_size_bytes, metrics_config=self.metrics_config
+        )
 
     def for_deletes(self) -> dict[str, Any]:
         """Keyword arguments for delete file writers (their own target size; their own metrics)."""
         return dict(self._file_options(), target_file_size_bytes=self.delete_target_file_size_bytes)
 
     def _file_options(self) -> dict[str, Any]:
-        return dict(row_group_bytes=self.row_group_bytes, compression=self.compression,
-                    compression_level=self.compression_level)
+        return {
+            "row_group_bytes": self.row_group_bytes,
+            "compression": self.compression,
+            "compression_level": self.compression_level,
+        }
 
 
-def _compression_level(properties: Mapping[str, str]) -> Optional[int]:
+def _compression_level(properties: Mapping[str, str]) -> int | None:
     """``write.parquet.compression-level``, for codecs that take one: like Iceberg Java, a level
     set for ``snappy`` or ``uncompressed`` is ignored (pyarrow would refuse every file)."""
     codec = props.PARQUET_COMPRESSION.read(properties)
@@ -188,14 +193,14 @@ class DataFileWriter:
         row_group_size: int = DEFAULT_ROW_GROUP_ROWS,
         row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
         compression: str = "zstd",
-        compression_level: Optional[int] = None,
-        file_name_factory: Optional[Callable[[], str]] = None,
+        compression_level: int | None = None,
+        file_name_factory: Callable[[], str] | None = None,
         content: DataFileContent = DataFileContent.DATA,
-        metrics_config: MetricsConfig = MetricsConfig(),
-        equality_ids: Optional[Sequence[int]] = None,
-        sort_order_id: Optional[int] = None,
-        footer_metadata: Optional[Mapping[str, str]] = None,
-        table_schema: Optional[Schema] = None,
+        metrics_config: MetricsConfig = DEFAULT_METRICS,
+        equality_ids: Sequence[int] | None = None,
+        sort_order_id: int | None = None,
+        footer_metadata: Mapping[str, str] | None = None,
+        table_schema: Schema | None = None,
     ) -> None:
         _check_positive(
             target_file_size_bytes=target_file_size_bytes,
@@ -207,9 +212,7 @@ class DataFileWriter:
         self._schema = schema
         self._spec = spec
         self._partition = tuple(partition)
-        self._directory = _partition_directory(
-            location_prefix, table_schema or schema, spec, self._partition
-        )
+        self._directory = _partition_directory(location_prefix, table_schema or schema, spec, self._partition)
         self._arrow_schema = schema_to_arrow(schema)
         self._target = target_file_size_bytes
         self._row_group_rows = row_group_size
@@ -221,7 +224,7 @@ class DataFileWriter:
         self._equality_ids = list(equality_ids) if equality_ids is not None else None
         self._sort_order_id = sort_order_id
         self._footer = {"iceberg.schema": json.dumps(schema.to_json()), **(footer_metadata or {})}
-        self._current: Optional[_OpenFile] = None
+        self._current: _OpenFile | None = None
         self._written: list[DataFile] = []
         self._paths: list[str] = []
         self._closed = False
@@ -261,7 +264,7 @@ class DataFileWriter:
             self._io.delete_many(self._paths)
             self._written.clear()
 
-    def __enter__(self) -> DataFileWriter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -356,9 +359,7 @@ def _check_positive(**values: int) -> None:
             raise ValidationError(f"{name} must be positive, got {value}")
 
 
-def _check_content(
-    content: DataFileContent, equality_ids: Optional[Sequence[int]], sort_order_id: Optional[int]
-) -> None:
+def _check_content(content: DataFileContent, equality_ids: Sequence[int] | None, sort_order_id: int | None) -> None:
     if content == DataFileContent.EQUALITY_DELETES and not equality_ids:
         raise ValidationError("equality delete files need equality_ids")
     if content != DataFileContent.EQUALITY_DELETES and equality_ids is not None:
@@ -367,9 +368,7 @@ def _check_content(
         raise ValidationError("position delete files are sorted by file and position, not a sort order")
 
 
-def _partition_directory(
-    location_prefix: str, schema: Schema, spec: PartitionSpec, partition: tuple
-) -> str:
+def _partition_directory(location_prefix: str, schema: Schema, spec: PartitionSpec, partition: tuple) -> str:
     base = location_prefix.rstrip("/")
     if len(partition) != len(spec.fields):
         raise ValidationError(
