@@ -248,17 +248,12 @@ class KafkaUnreachable(RuntimeError):
 class LagProbe:
     """Reads watermarks from Kafka and positions from the table; sets the lag gauges."""
 
-    REBUILD_AFTER = 5
-    """Failed refreshes in a row after which the Kafka client is made anew: one that lived through a
-    broker restart may keep stale connection or leader state, where a new one asks from scratch."""
-
     def __init__(self, job: IngestJob, catalog: Catalog, metrics: IngestMetrics, timeout_s: float = 10.0) -> None:
         self._job = job
         self._catalog = catalog
         self._metrics = metrics
         self._timeout_s = timeout_s
         self._kafka: TopicWatermarks | None = None
-        self._failures = 0
 
     def topic_partitions(self) -> dict[str, list[int]]:
         """The source's topics (the listed ones, or those the pattern matches) and partitions."""
@@ -285,9 +280,7 @@ class LagProbe:
         try:
             marks = self.watermarks()
         except KafkaException as error:  # anything else is not about reaching Kafka
-            self._failed()
             raise KafkaUnreachable(self._job.source.bootstrap_servers, error) from error
-        self._failures = 0
         self._metrics.set_kafka_up(table, True)
         metadata = self._catalog.load_table(table).metadata
         lag = consumer_lag(marks, committed_offsets(metadata))
@@ -305,11 +298,6 @@ class LagProbe:
                 name=f"floe-lag-{self._job.table.identifier}",
             )
         return self._kafka
-
-    def _failed(self) -> None:
-        self._failures += 1
-        if self._failures % self.REBUILD_AFTER == 0:
-            self.close()
 
     @property
     def table(self) -> str:

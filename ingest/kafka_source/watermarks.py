@@ -14,14 +14,15 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from ingest.kafka_source.client_log import LibrdkafkaLog
 from ingest.kafka_source.offsets import Marks
 from ingest.kafka_source.outage import is_outage
 
 log = logging.getLogger("floe.ingest")
+T = TypeVar("T")
 
 
 class TopicsNotFound(LookupError):
@@ -29,7 +30,15 @@ class TopicsNotFound(LookupError):
 
 
 class TopicWatermarks:
-    """A consumer used only for metadata and watermarks (it never joins a group or reads a record)."""
+    """A consumer used only for metadata and watermarks (it never joins a group or reads a record).
+
+    After :attr:`REBUILD_AFTER` failed requests in a row the consumer is closed and the next request
+    makes a new one: a client that lived through a broker restart or freeze can go on failing
+    ("failed to get metadata") against a broker that answers every new client, and a new one asks
+    from scratch.
+    """
+
+    REBUILD_AFTER = 3
 
     def __init__(
         self,
@@ -39,27 +48,28 @@ class TopicWatermarks:
         timeout_s: float = 10.0,
         name: str = "floe",
     ) -> None:
-        from confluent_kafka import Consumer
-
+        self._settings = {
+            **client,
+            "group.id": f"{name}-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            # librdkafka's own reconnect chatter would repeat every second; callers
+            # report an unreachable broker themselves, once per attempt.
+            "log_level": 2,
+            "logger": LibrdkafkaLog(),
+        }
         self._topics = topics
         self._pattern = re.compile(pattern) if pattern is not None else None
         self._timeout = timeout_s
-        self._consumer = Consumer(
-            {
-                **client,
-                "group.id": f"{name}-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-                # librdkafka's own reconnect chatter would repeat every second; callers
-                # report an unreachable broker themselves, once per attempt.
-                "log_level": 2,
-                "logger": LibrdkafkaLog(),
-            }
-        )
+        self._consumer: Any = None
+        self._failures = 0
 
     def topic_partitions(self) -> dict[str, list[int]]:
         """The source's topics (the listed ones, or those the pattern matches) and partitions."""
+        return self._counted(self._topic_partitions)
+
+    def _topic_partitions(self) -> dict[str, list[int]]:
         self._serve_events()
-        metadata = self._consumer.list_topics(timeout=self._timeout)
+        metadata = self._client().list_topics(timeout=self._timeout)
         if self._pattern is not None:
             names = [t for t in metadata.topics if self._pattern.fullmatch(t)]
         else:
@@ -75,10 +85,13 @@ class TopicWatermarks:
 
     def watermarks(self) -> Marks:
         """topic -> partition -> (low, high) watermark."""
+        return self._counted(self._watermarks)
+
+    def _watermarks(self) -> Marks:
         from confluent_kafka import TopicPartition
 
         result: dict[str, dict[int, tuple[int, int]]] = {}
-        for topic, partitions in self.topic_partitions().items():
+        for topic, partitions in self._topic_partitions().items():
             for p in partitions:
                 result.setdefault(topic, {})[p] = self._watermark(TopicPartition(topic, p))
         return result
@@ -95,7 +108,7 @@ class TopicWatermarks:
         deadline, pause = time.monotonic() + self._timeout, 0.05
         while True:
             try:
-                return self._consumer.get_watermark_offsets(partition, timeout=self._timeout, cached=False)
+                return self._client().get_watermark_offsets(partition, timeout=self._timeout, cached=False)
             except KafkaException as exc:
                 error = exc.args[0]
                 if not is_outage(error) or time.monotonic() + pause > deadline:
@@ -108,8 +121,32 @@ class TopicWatermarks:
         """Take the error events and log lines queued since the last request (a connection lost...):
         this consumer is never polled otherwise, and they would pile up for the life of the process.
         Its callers learn of an outage from their requests, so the events themselves are dropped."""
-        while self._consumer.consume(num_messages=500, timeout=0):
+        while self._client().consume(num_messages=500, timeout=0):
             pass
 
+    def _counted(self, request: Callable[[], T]) -> T:
+        """``request()``, counting the failures in a row; the consumer is made anew after too many."""
+        from confluent_kafka import KafkaException
+
+        try:
+            result = request()
+        except KafkaException:
+            self._failures += 1
+            if self._failures >= self.REBUILD_AFTER:
+                log.debug("kafka: %d failed requests in a row; making a new client", self._failures)
+                self.close()
+            raise
+        self._failures = 0
+        return result
+
+    def _client(self) -> Any:
+        from confluent_kafka import Consumer
+
+        if self._consumer is None:
+            self._consumer = Consumer(self._settings)
+        return self._consumer
+
     def close(self) -> None:
-        self._consumer.close()
+        consumer, self._consumer, self._failures = self._consumer, None, 0
+        if consumer is not None:
+            consumer.close()

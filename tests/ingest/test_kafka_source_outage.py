@@ -114,3 +114,40 @@ def test_a_task_waits_out_a_broker_that_does_not_answer_past_its_stall_limit(own
     assert table.column("offset").to_pylist() == list(range(30)), "every record of the range, once"
     assert table.column("value").to_pylist() == [d.event.value for d in sorted(delivered, key=lambda d: d.offset)]
     assert len(waiting_lines(caplog)) == 1, "one line, not one per try"
+
+
+def test_watermarks_make_their_client_anew_after_failures_in_a_row_and_answer_once_kafka_does(own_kafka):
+    """A metadata client that lived through a broker outage may go on failing against a broker that
+    answers new clients (seen after a 60 s freeze, on the source's planner): after REBUILD_AFTER failed
+    requests in a row TopicWatermarks closes its consumer, and the next request makes a new one."""
+    from confluent_kafka import KafkaException
+
+    from ingest.kafka_source.watermarks import TopicWatermarks
+
+    topic = create_topic(own_kafka.bootstrap, "src-anew", partitions=2)
+    probe = TopicWatermarks({"bootstrap.servers": own_kafka.bootstrap}, (topic,), None, timeout_s=2.0)
+    try:
+        assert probe.watermarks() == {topic: {0: (0, 0), 1: (0, 0)}}
+        first = probe._consumer
+        own_kafka.stop()
+        for failure in range(1, TopicWatermarks.REBUILD_AFTER + 1):
+            with pytest.raises(KafkaException):
+                probe.watermarks()
+            if failure < TopicWatermarks.REBUILD_AFTER:
+                assert probe._consumer is first, "a failure or two keep the client"
+        assert probe._consumer is None, "closed after REBUILD_AFTER failures in a row"
+        own_kafka.start()
+        wait_for("the watermarks again", lambda: _answers(probe))
+        assert probe._consumer is not first
+    finally:
+        probe.close()
+
+
+def _answers(probe) -> bool:
+    from confluent_kafka import KafkaException
+
+    try:
+        probe.watermarks()
+        return True
+    except KafkaException:
+        return False
