@@ -1,7 +1,7 @@
 """Benchmark: commit latency as a table grows (``commit_batch``, the ingest path).
 
 Each commit is one streaming batch of ``--files-per-commit`` data files
-(default 10), committed by ``commit.coordinator.commit_batch`` to a SQLite
+(default 10), committed by ``commit.batch_commit.commit_batch`` to a SQLite
 catalog on local disk, ``--commits`` times per configuration. Latency is the
 wall time of the whole commit: refresh, exactly-once check, manifests,
 manifest list, metadata file, compare-and-swap. The data files are written
@@ -45,8 +45,9 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.orders import ORDERS  # noqa: E402
-from commit.catalog import Catalog  # noqa: E402
-from commit.coordinator import commit_batch  # noqa: E402
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
+from commit.batch_commit import commit_batch  # noqa: E402
 from commit.operations.expire_snapshots import ExpireSnapshots  # noqa: E402
 from table.arrow_schema import cast_to_schema  # noqa: E402
 from table.io import FileIO  # noqa: E402
@@ -122,7 +123,7 @@ class MetadataCleaner:
 def run_config(config: Config, work: Path, commits: int, files_per_commit: int, retain: int,
                report: Callable[[Run, int], None], window: int) -> Run:
     root = work / config.name
-    with Catalog(f"sqlite:///{root / 'catalog.db'}", str(root / "warehouse")) as catalog:
+    with SqlCatalog(f"sqlite:///{root / 'catalog.db'}", str(root / "warehouse")) as catalog:
         catalog.create_namespace("bench")
         spec = build_partition_spec(SCHEMA, PARTITION)
         loaded = catalog.create_table("bench.events", SCHEMA, spec, properties=config.properties)

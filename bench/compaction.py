@@ -50,7 +50,8 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
 from bench.orders import ORDERS  # noqa: E402
-from commit.catalog import Catalog  # noqa: E402
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.operations.row_delta import RowDelta  # noqa: E402
 from commit.snapshot_producer import SnapshotProducer  # noqa: E402
 from table.arrow_schema import cast_to_schema  # noqa: E402
@@ -161,7 +162,7 @@ def floe_child(work: str, table: str, target_mb: int, spark_executor: bool, driv
         spark.sparkContext.parallelize([1, 2], 2).count()  # executors up before the clock starts
     registry = CollectorRegistry()
     off = MaintenanceOptions(remove_dangling_deletes=False, expire_snapshots=False, remove_orphans=False)
-    with Catalog(f"sqlite:///{work}/catalog.db", f"{work}/warehouse", CATALOG_NAME) as catalog:
+    with SqlCatalog(f"sqlite:///{work}/catalog.db", f"{work}/warehouse", CATALOG_NAME) as catalog:
         runner = CompactionRunner(catalog, table, CompactionOptions(rewrite_options(target_mb), off),
                                   CompactionMetrics(registry), spark)
         print("READY", flush=True)
@@ -312,7 +313,7 @@ def main() -> None:
 
 def bench(work: Path, args: argparse.Namespace) -> None:
     contenders = args.only or list(CONTENDERS)
-    with Catalog(f"sqlite:///{work}/catalog.db", f"{work}/warehouse", CATALOG_NAME) as catalog:
+    with SqlCatalog(f"sqlite:///{work}/catalog.db", f"{work}/warehouse", CATALOG_NAME) as catalog:
         built = build_source(catalog, args.batches, args.rows_per_batch, not args.no_deletes)
         source = catalog.load_table(SOURCE)
         for name in contenders:

@@ -66,7 +66,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.orders import ORDERS  # noqa: E402
 from bench.position_deletes import random_deletes, timed_read, write_data  # noqa: E402
 from bench.table_io import make_rows  # noqa: E402
-from commit.catalog import Catalog  # noqa: E402
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.operations.fast_append import FastAppend  # noqa: E402
 from commit.operations.row_delta import RowDelta  # noqa: E402
 from commit.snapshot_producer import SnapshotProducer  # noqa: E402
@@ -271,7 +272,7 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="floe-bench-vectors-"))
     try:
-        with Catalog(f"sqlite:///{work}/catalog.db", f"{work}/warehouse", "bench") as catalog:
+        with SqlCatalog(f"sqlite:///{work}/catalog.db", f"{work}/warehouse", "bench") as catalog:
             start = time.perf_counter()
             t = build_tables(catalog, make_rows(args.rows), args)
             v3, v2 = catalog.load_table(V3).metadata, catalog.load_table(V2).metadata

@@ -9,7 +9,7 @@ In one run, on one local Kafka broker and Spark in local mode, every contender
   about 250 bytes, drained with an AvailableNow trigger. Reported: records per
   second from query start to the last commit, and the rate inside batches
   (Spark's ``triggerExecution`` summed). Upserts are written by their decode
-  tasks (the direct upsert, :mod:`ingest.direct`); **the upsert before** it,
+  tasks (the direct upsert, :mod:`ingest.tasks.direct`); **the upsert before** it,
   on Spark's source with each key's last change chosen after an exchange by
   key (``floe.upsert.direct-write-max-records`` 0), is the upsert target's
   reference.
@@ -64,10 +64,11 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from bench.orders import ORDERS  # noqa: E402
-from commit.catalog import Catalog  # noqa: E402
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.exactly_once import committed_batch  # noqa: E402
-from ingest.changes import OpField  # noqa: E402
-from ingest.decode_batch import INTERNAL_FIELDS, DecodeSpec, decode_batch  # noqa: E402
+from ingest.tasks.changes import OpField  # noqa: E402
+from ingest.tasks.decode_records import INTERNAL_FIELDS, DecodeSpec, decode_batch  # noqa: E402
 from ingest.job import CatalogSpec, IngestJob, SourceSpec, TableSpec, TriggerSpec  # noqa: E402
 
 SCHEMA = ORDERS
@@ -170,7 +171,7 @@ def floe_job(bootstrap: str, topic: str, work: Path, mode: str, *, trigger: Trig
 
 def run_floe(spark: Any, job: IngestJob, records: Optional[int] = None) -> dict[str, float]:
     """Floe's job drained; ``records``: the count to report when the progress counts ranges (Floe's source)."""
-    from ingest.stream import run_ingest
+    from ingest.driver.stream import run_ingest
 
     started = time.monotonic()
     query = run_ingest(job, spark, lag_monitor=False)
@@ -275,7 +276,7 @@ def freshness(spark: Any, bootstrap: str, work: Path, rate: int, seconds: float,
               reader: str = "spark") -> dict[str, float]:
     from confluent_kafka import Producer
 
-    from ingest.stream import run_ingest
+    from ingest.driver.stream import run_ingest
 
     topic = create_topic(bootstrap, f"bench-fresh-{reader}", 2)
     job = floe_job(bootstrap, topic, work, "append", trigger=TriggerSpec(1.0), max_offsets=None, reader=reader)
@@ -298,7 +299,7 @@ def freshness(spark: Any, bootstrap: str, work: Path, rate: int, seconds: float,
         time.sleep(tick)
     producer.flush(60)
     deadline = time.monotonic() + 120
-    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+    with SqlCatalog(job.catalog.uri, job.catalog.warehouse) as catalog:
         while time.monotonic() < deadline:
             metadata = catalog.load_table(job.table.identifier).metadata
             covered = sum(end - start for s in metadata.snapshots for r in committed_batch(s).offsets.values()  # type: ignore[union-attr]

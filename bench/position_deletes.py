@@ -38,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.orders import ORDERS  # noqa: E402
 from bench.table_io import make_rows  # noqa: E402
-from commit.catalog import Catalog  # noqa: E402
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.operations.fast_append import FastAppend  # noqa: E402
 from commit.operations.row_delta import RowDelta  # noqa: E402
 from commit.snapshot_producer import SnapshotProducer  # noqa: E402
@@ -122,7 +123,7 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="floe-bench-positions-"))
     try:
-        with Catalog(f"sqlite:///{work}/catalog.db", f"{work}/warehouse", "bench") as catalog:
+        with SqlCatalog(f"sqlite:///{work}/catalog.db", f"{work}/warehouse", "bench") as catalog:
             before, deleted = build_table(catalog, make_rows(args.rows), args)
             loaded = catalog.load_table(IDENT)
             io, metadata = FileIO.for_location(loaded.metadata_location), loaded.metadata

@@ -28,7 +28,8 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.orders import ORDERS  # noqa: E402
-from commit.catalog import Catalog  # noqa: E402
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.operations.fast_append import FastAppend  # noqa: E402
 from commit.operations.row_delta import RowDelta  # noqa: E402
 from commit.snapshot_producer import SnapshotProducer  # noqa: E402
@@ -162,7 +163,7 @@ def main() -> None:
         print(f"  pyarrow write_table (ref)  {args.rows / bare_s:12,.0f} rows/s  {mb / bare_s:8.1f} MB/s  ({bare_s:.2f} s)")
         print(f"  ratio table/ : pyarrow      {bare_s / floe_s:.2f}x of the reference throughput")
 
-        with Catalog(f"sqlite:///{work}/catalog.db", f"{work}/warehouse", "bench") as catalog:
+        with SqlCatalog(f"sqlite:///{work}/catalog.db", f"{work}/warehouse", "bench") as catalog:
             reads = bench_read(catalog, build_tables(catalog, rows), args.repeat)
         base_s, base_rows = reads["none"]
         print("merge-on-read scan throughput (input rows/s):")

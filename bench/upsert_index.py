@@ -3,7 +3,7 @@
 For each table size ``N`` (``--sizes``), in one run and one Spark session
 (``local[2]``):
 
-* **The table**: created the way ingest creates it (``ingest.table_setup.ensure_table``):
+* **The table**: created the way ingest creates it (``ingest.driver.table_setup.ensure_table``):
   the ingest tests' ``events`` schema (``id`` long key, ``name``, ``amount``,
   ``event_ts``, ``version``), partitioned by ``bucket[4](id)``, properties
   ``floe.upsert.delete-strategy=position`` and ``write.target-file-size-bytes``
@@ -17,7 +17,7 @@ For each table size ``N`` (``--sizes``), in one run and one Spark session
   half by tombstone, 75% inserts of new keys), JSON-encoded as the ingest
   tests produce them, in a DataFrame with the Kafka source's schema (offsets
   increasing across batches), handed to the real ``foreachBatch`` function
-  (:class:`ingest.batch.BatchProcessor`, built as :func:`ingest.stream.run_ingest`
+  (:class:`ingest.driver.batch.BatchProcessor`, built as :func:`ingest.driver.stream.run_ingest`
   builds it). One warm-up batch (cold segment caches in the Python workers,
   Spark and JIT warm-up), then ``--repeat`` measured batches, each drawn
   afresh; the per-batch figure is the median wall time of ``process()``.
@@ -80,15 +80,16 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
 from bench.compaction import tree_rss_bytes  # noqa: E402
-from commit.catalog import Catalog  # noqa: E402
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.key_index.rebuild import index_problems  # noqa: E402
 from commit.key_index.store import current_manifest  # noqa: E402
 from commit.operations.fast_append import FastAppend  # noqa: E402
 from commit.snapshot_producer import SnapshotProducer  # noqa: E402
-from ingest.changes import OpField  # noqa: E402
-from ingest.decode_batch import DecodeSpec  # noqa: E402
+from ingest.tasks.changes import OpField  # noqa: E402
+from ingest.tasks.decode_records import DecodeSpec  # noqa: E402
 from ingest.job import CatalogSpec, IngestJob, SourceSpec, TableSpec, TriggerSpec, with_decode_schema  # noqa: E402
-from ingest.table_setup import ensure_table  # noqa: E402
+from ingest.driver.table_setup import ensure_table  # noqa: E402
 from table import properties  # noqa: E402
 from table.arrow_schema import cast_to_schema  # noqa: E402
 from table.expressions import col  # noqa: E402
@@ -301,11 +302,11 @@ def write_base(catalog: Catalog, identifier: str, n: int, chunk_rows: int) -> tu
 
 
 def processor(catalog: Catalog, ingest: IngestJob) -> Any:
-    """The ``foreachBatch`` function as :func:`ingest.stream.run_ingest` builds it, bound to a fresh writer id."""
+    """The ``foreachBatch`` function as :func:`ingest.driver.stream.run_ingest` builds it, bound to a fresh writer id."""
     from prometheus_client import CollectorRegistry
 
-    from ingest.batch import BatchProcessor
-    from ingest.metrics import IngestMetrics
+    from ingest.driver.batch import BatchProcessor
+    from ingest.driver.metrics import IngestMetrics
 
     loaded = ensure_table(catalog, ingest.table)
     metrics = IngestMetrics(CollectorRegistry())
@@ -433,7 +434,7 @@ def bench_size(spark: Any, n: int, work: Path, args: argparse.Namespace, rss: Pe
     r: dict[str, Any] = {"n": n}
     started = time.monotonic()
     rss.take()
-    with Catalog(upsert_job.catalog.uri, upsert_job.catalog.warehouse, upsert_job.catalog.name) as catalog:
+    with SqlCatalog(upsert_job.catalog.uri, upsert_job.catalog.warehouse, upsert_job.catalog.name) as catalog:
         ensure_table(catalog, upsert_job.table)
         files, r["base_s"] = write_base(catalog, UPSERT, n, args.chunk_rows)
         r["base_files"], r["base_mb"] = len(files), sum(f.file_size_in_bytes for f in files) / 1e6

@@ -78,7 +78,7 @@ class BatchAlreadyCommitted(ExactlyOnceError):
     """The same batch (same writer, batch id and offsets) is already in the branch's history.
 
     Raised by :class:`BatchGuard` to stop a commit attempt before it writes
-    anything; :func:`commit.coordinator.commit_batch` turns it into a
+    anything; :func:`commit.batch_commit.commit_batch` turns it into a
     ``skipped`` result.
     """
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from commit.catalog import Catalog, LoadedTable
+from commit.catalog.base import Catalog, LoadedTable
 from commit.identifiers import TableIdentifierLike
 from commit.metadata_committer import commit_metadata_change
 from table.metadata import TableMetadata

@@ -20,17 +20,13 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from commit.catalog import Catalog, LoadedTable
+from commit.catalog.base import SERVER_WRITTEN, Catalog, LoadedTable
 from commit.errors import CatalogDatabaseError, CommitConflict, CommitNotApplied, CommitStateUnknown
 from commit.identifiers import TableIdentifierLike, to_table_identifier
-from commit.rest.catalog import SERVER_WRITTEN, RestCatalog
 from commit.retry import RetryPolicy
-from table import properties
 from table.errors import TableError
 from table.io import FileIO
-from table.locations import metadata_location
-from table.metadata import TableMetadata, metadata_file_name, now_ms, parse_metadata_version
-from table.metadata_json import write_table_metadata
+from table.metadata import TableMetadata
 
 log = logging.getLogger(__name__)
 
@@ -164,23 +160,17 @@ class MetadataCommitter:
             attempt += 1
 
     def _prepare(self, loaded: LoadedTable, updated: TableMetadata, attempt: int) -> tuple[str, TableMetadata]:
-        """The attempt's new metadata and its file: written by Floe for a SQL catalog; for a REST
-        catalog, which writes the file itself, not yet known (:data:`SERVER_WRITTEN`)."""
-        if isinstance(self.catalog, RestCatalog):
-            location, metadata = SERVER_WRITTEN, updated
-        else:
-            location, metadata = self._write(loaded, updated)
+        """The attempt, staged by the catalog (its metadata file written, or :data:`SERVER_WRITTEN` where
+        the catalog writes it), then shown to the before-commit hook."""
+        location, metadata = self.catalog.stage(loaded, updated, self.files)
         if self._before_commit is not None:
             self._before_commit(PendingCommit(attempt, loaded.metadata_location, loaded.metadata, location, metadata))
         return location, metadata
 
     def _swap(self, loaded: LoadedTable, location: str, metadata: TableMetadata) -> tuple[str, TableMetadata]:
-        """The compare-and-swap: Floe's file swapped in (SQL), or the change applied by the REST server;
-        the committed location and metadata."""
-        if isinstance(self.catalog, RestCatalog):
-            return self.catalog.commit_metadata(self.identifier, loaded.metadata_location, loaded.metadata, metadata)
-        self.catalog.swap_metadata_location(self.identifier, loaded.metadata_location, location)
-        return location, metadata
+        """The compare-and-swap, by the catalog; the committed location and metadata."""
+        committed = self.catalog.commit(self.identifier, loaded, LoadedTable(location, metadata))
+        return committed.metadata_location, committed.metadata
 
     def _delete_dropped_metadata(self, base: TableMetadata, committed: TableMetadata) -> None:
         """After a commit: delete the metadata files that left the log, if the table asks for it.
@@ -205,18 +195,6 @@ class MetadataCommitter:
                     "could not delete an old metadata file after a commit",
                     extra={"table": str(self.identifier), "path": path, "error": str(error)},
                 )
-
-    def _write(self, loaded: LoadedTable, updated: TableMetadata) -> tuple[str, TableMetadata]:
-        """Write ``updated`` as the next metadata version, logging the file it replaces."""
-        base = loaded.metadata
-        stamp = max(now_ms(), updated.last_updated_ms, base.last_updated_ms)
-        metadata = updated.with_metadata_log(loaded.metadata_location, timestamp_ms=base.last_updated_ms)
-        metadata = metadata.with_last_updated_ms(stamp)
-        compressed = properties.METADATA_COMPRESSION.read(metadata.properties) == "gzip"
-        name = metadata_file_name(parse_metadata_version(loaded.metadata_location) + 1, compressed)
-        location = self.files.add(f"{metadata_location(metadata)}/{name}")
-        write_table_metadata(self.files.io, location, metadata)
-        return location, metadata
 
     def _settle(
         self,

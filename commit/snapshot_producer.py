@@ -37,7 +37,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from commit.catalog import Catalog, LoadedTable
+from commit.catalog.base import Catalog, LoadedTable
 from commit.errors import CommitFailed
 from commit.identifiers import TableIdentifierLike, to_table_identifier
 from commit.metadata_committer import BeforeCommit, CommitFiles, CommittedMetadata, commit_metadata_change

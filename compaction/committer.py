@@ -35,7 +35,7 @@ from enum import Enum
 
 import pyarrow as pa
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
 from commit.errors import CatalogError, CommitStateUnknown
 from commit.identifiers import TableIdentifierLike, to_table_identifier
 from commit.key_index.operation import WithRemaps

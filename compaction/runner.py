@@ -29,10 +29,9 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog, Leases
 from commit.errors import CatalogError
 from commit.identifiers import TableIdentifierLike, to_table_identifier
-from commit.lease import LeaseTable
 from commit.metadata_committer import BeforeCommit
 from commit.operations.errors import ValidationException
 from compaction.committer import BatchCommit, CommitContext, GroupCommit, GroupResult, RewriteCommitter, RewrittenGroup
@@ -116,7 +115,7 @@ class RunReport:
 class LeaseKeeper:
     """Holds a lease while a run lasts: renews it every third of its TTL, sets ``lost`` if it lapses."""
 
-    def __init__(self, leases: LeaseTable, name: str, holder: str, ttl_ms: int) -> None:
+    def __init__(self, leases: Leases, name: str, holder: str, ttl_ms: int) -> None:
         self.leases = leases
         self.name = name
         self.holder = holder

@@ -1,7 +1,7 @@
 """``python -m ingest --job job.json``: run one ingest job in this process.
 
 The job file is :func:`ingest.job.job_to_json`'s format. Logs are JSON lines
-on stderr (one per batch, see :mod:`ingest.batch`), through the service's
+on stderr (one per batch, see :mod:`ingest.driver.batch`), through the service's
 redacting formatter (:mod:`runtime.logging`). SIGTERM or SIGINT stops
 the query gracefully. ``--metrics-port`` serves the ingest metrics.
 
@@ -61,9 +61,9 @@ def _log_level(text: str) -> str:
 def run(job: Any, metrics_port: int | None) -> int:
     from prometheus_client import start_http_server
 
+    from ingest.driver.metrics import IngestMetrics
+    from ingest.driver.stream import run_ingest
     from ingest.job import as_dict
-    from ingest.metrics import IngestMetrics
-    from ingest.stream import run_ingest
     from runtime.spark_session import build_spark_session
 
     log = logging.getLogger("floe.ingest")

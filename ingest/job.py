@@ -19,17 +19,20 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
-from ingest.changes import OpField
-from ingest.decode_batch import DecodeSpec
-from ingest.decoding import AvroFormat, ConfluentAvroFormat, Format, JsonFormat
 from ingest.kafka_source.consume import ConsumeSettings
+from ingest.tasks.changes import OpField
+from ingest.tasks.decode_records import DecodeSpec
+from ingest.tasks.decoding import AvroFormat, ConfluentAvroFormat, Format, JsonFormat
 from table.errors import TableError
 from table.partitioning import PartitionSpec, build_partition_spec
 from table.schema import Schema
 from table.sort_order import UNSORTED_SORT_ORDER, NullOrder, SortDirection, SortField, SortOrder
 from table.transforms import parse_transform
+
+if TYPE_CHECKING:  # imported where a catalog is opened: tasks that load this module need none
+    from commit.catalog.base import Catalog
 
 BadRecordPolicy = Literal["dead-letter", "fail"]
 Pairs = tuple[tuple[str, str], ...]
@@ -83,9 +86,9 @@ class SourceSpec:
 
     ``starting_offsets`` is ``earliest``, ``latest`` or topic -> partition ->
     offset (-2 earliest, -1 latest); it applies only when the checkpoint is
-    new (see :func:`ingest.planning.starting_offsets`). ``max_trigger_delay``
+    new (see :func:`ingest.driver.offset_accounting.starting_offsets`). ``max_trigger_delay``
     is a Spark duration such as ``"15m"``. ``max_tasks_per_batch`` caps the
-    tasks of a batch of Floe's source (None: see :func:`ingest.stream.python_source_options`).
+    tasks of a batch of Floe's source (None: see :func:`ingest.driver.stream.python_source_options`).
     """
 
     bootstrap_servers: str
@@ -333,7 +336,7 @@ class TriggerSpec:
 class CatalogSpec:
     """The catalog: Floe's SQL catalog (``sqlite://``, ``postgresql://``) or a REST catalog (``http(s)://``,
     with its ``headers``, e.g. a bearer token, ``prefix``, OAuth2 client ``credential`` and
-    ``access_delegation``: :class:`commit.rest.options.RestOptions`). The uri, headers and credential may
+    ``access_delegation``: :class:`commit.catalog.rest.options.RestOptions`). The uri, headers and credential may
     hold secrets: never log them."""
 
     uri: str
@@ -349,10 +352,10 @@ class CatalogSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "headers", _pairs(self.headers))
 
-    def open(self, create: bool = True):  # -> commit.catalogs.AnyCatalog
+    def open(self, create: bool = True) -> Catalog:
         """The catalog this names, opened."""
-        from commit.catalogs import open_catalog
-        from commit.rest.options import RestOptions
+        from commit.catalog import open_catalog
+        from commit.catalog.rest.options import RestOptions
 
         rest = RestOptions(
             dict(self.headers), self.prefix, self.credential, self.oauth2_server_uri, self.scope, self.access_delegation

@@ -118,3 +118,8 @@ def _by_partition(skip: tuple[RecordRef, ...]) -> tuple[tuple[tuple[str, int], p
     for topic, partition, offset in skip:
         grouped.setdefault((topic, partition), []).append(offset)
     return tuple((key, pa.array(offsets, pa.int64())) for key, offsets in grouped.items())
+
+
+SKIPPED = "floe.skipped"
+"""The error class of an aggregate row for one record the skip list took out (:mod:`ingest.skips`): no
+exception's name, so no bad record is ever taken for one."""

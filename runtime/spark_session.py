@@ -299,7 +299,7 @@ _SOURCE_ROOT = Path(__file__).resolve().parent.parent
 
 
 # What executor tasks run: Floe's writers and rewriter, and through them its dependencies.
-_PROBED_MODULES = ("table.io", "commit.catalog", "ingest.batch", "compaction.rewriter")
+_PROBED_MODULES = ("table.io", "commit.catalog.sql.catalog", "ingest.tasks.indexed_writer", "compaction.rewriter")
 
 
 _EXECUTOR_CHECK_TAG = "floe-executor-check"

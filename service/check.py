@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
 from commit.errors import NoSuchCatalog
 from commit.identifiers import to_table_identifier
+from ingest.driver.table_diff import kept_columns
+from ingest.driver.table_setup import TableMismatchError, TablePropertyError, check_table, needs_unpartitioned_spec
 from ingest.kafka_source.outage import in_words, kafka_error
 from ingest.kafka_source.watermarks import TopicsNotFound
-from ingest.table_diff import kept_columns
-from ingest.table_setup import TableMismatchError, TablePropertyError, check_table, needs_unpartitioned_spec
 from runtime.logging import redact_text, summarize_error
 from runtime.spark_session import local_cores
 from service.config import FloeConfig, TableConfig

@@ -51,8 +51,8 @@ def _configure_logging(config: Any = None) -> None:
 
 def _catalog_from(args: argparse.Namespace):  # -> Catalog
     """The catalog to inspect; it must exist (inspection never creates one)."""
-    from commit.catalog import DEFAULT_CATALOG_NAME
-    from commit.catalogs import open_catalog
+    from commit.catalog import open_catalog
+    from commit.catalog.sql.catalog import DEFAULT_CATALOG_NAME
 
     config_file, uri, warehouse = (getattr(args, name, None) for name in ("config", "catalog_uri", "warehouse"))
     if config_file:

@@ -182,11 +182,11 @@ def demo_config(work: Path, bootstrap: str) -> FloeConfig:
 
 
 def table_stats(config: FloeConfig) -> TableStats:
-    from commit.catalog import Catalog
+    from commit.catalog.sql.catalog import SqlCatalog
     from table.io import FileIO
     from table.scan import TableScan
 
-    with Catalog(config.catalog.connection_uri(), config.catalog.warehouse, config.catalog.name) as catalog:
+    with SqlCatalog(config.catalog.connection_uri(), config.catalog.warehouse, config.catalog.name) as catalog:
         loaded = catalog.load_table(TABLE)
     metadata = loaded.metadata
     current = metadata.current_snapshot()

@@ -14,7 +14,7 @@ import logging
 import re
 
 from commit.errors import CatalogError, NoSuchCatalog, NoSuchTable
-from ingest.table_setup import TableMismatchError, TablePropertyError
+from ingest.driver.table_setup import TableMismatchError, TablePropertyError
 from runtime.logging import redact_text, summarize_error
 from service.http import PortInUse
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from commit.catalog import Catalog, LoadedTable
+from commit.catalog.base import Catalog, LoadedTable
 from commit.key_index.manifest import (
     KEY_INDEX_PROPERTY,
     IndexManifest,

@@ -5,7 +5,7 @@ and ``/readyz`` on ``http.ingest_port``.
 
 Stopping: the stop event (SIGTERM or SIGINT through
 :func:`runtime.signals.install_stop_signals`) stops every query
-gracefully (:mod:`ingest.stream`): no new batch starts, the running batch
+gracefully (:mod:`ingest.driver.stream`): no new batch starts, the running batch
 finishes within :data:`service.jobs.GRACE_SECONDS` or is cancelled before its commit, so
 the table always holds whole batches. Exit codes: 0 every query ended on its
 own (``trigger.available_now``), 3 stopped by the stop event (signal), 1 a
@@ -22,8 +22,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from ingest.driver.metrics import IngestMetrics
 from ingest.job import IngestJob
-from ingest.metrics import IngestMetrics
 from ingest.skips import RecordRef
 from service.check import require_kafka
 from service.config import FloeConfig
@@ -194,7 +194,7 @@ def _run_queries(
     readiness: IngestReadiness,
     service_metrics: Any,
 ) -> int:
-    from ingest.stream import run_ingest
+    from ingest.driver.stream import run_ingest
 
     halt = threading.Event()  # stops every query: set by ``stop`` or by a failing query
     queries: list[Any] = []

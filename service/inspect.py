@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
 from table.io import FileIO
 from table.manifest import DataFileContent
 from table.metadata import TableMetadata

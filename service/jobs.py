@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from ingest.changes import OpField
-from ingest.decode_batch import DecodeSpec
-from ingest.decoding import AvroFormat, ConfluentAvroFormat, Format, JsonFormat
 from ingest.job import CatalogSpec, IngestJob, JobSpecError, SortTerm, SourceSpec, TableSpec, TriggerSpec
 from ingest.skips import RecordRef, RecordRefError, parse_record_ref, record_refs
+from ingest.tasks.changes import OpField
+from ingest.tasks.decode_records import DecodeSpec
+from ingest.tasks.decoding import AvroFormat, ConfluentAvroFormat, Format, JsonFormat
 from service.config import ConfigError, FloeConfig, TableConfig
 from service.config.kafka import KafkaConfig
 from service.config.tables import FormatConfig

@@ -37,10 +37,24 @@ def test_the_import_contract_catches_an_upward_import_and_a_cycle(tmp_path: Path
         shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     io_module = tmp_path / "table" / "io.py"
-    io_module.write_text(io_module.read_text() + "\n\ndef _upward() -> None:\n    import commit.catalog  # noqa\n")
+    io_module.write_text(io_module.read_text() + "\n\ndef _upward() -> None:\n    import commit.catalog.sql.catalog  # noqa\n")
     types_module = tmp_path / "table" / "types.py"
     types_module.write_text(types_module.read_text() + "\n\ndef _cycle() -> None:\n    import table.schema  # noqa\n")
     result = lint_imports(tmp_path)
     assert result.returncode != 0
-    assert "table.io -> commit.catalog" in result.stdout
+    assert "table.io -> commit.catalog.sql.catalog" in result.stdout
     assert "table.types -> table.schema" in result.stdout
+
+
+def test_the_import_contract_catches_a_task_that_reaches_the_driver(tmp_path: Path) -> None:
+    """Code that runs in Spark tasks (ingest.tasks) must not import the driver's (ingest.driver): the
+    driver's modules pull in the session, the catalog and the metrics, which a task must not touch."""
+    for package in PACKAGES:
+        shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    frame = tmp_path / "ingest" / "tasks" / "frame.py"
+    frame.write_text(frame.read_text() + "\n\ndef _upward() -> None:\n    import ingest.driver.offset_accounting  # noqa\n")
+    result = lint_imports(tmp_path)
+    assert result.returncode != 0
+    assert "Spark tasks never reach back to the driver" in result.stdout
+    assert "ingest.tasks.frame -> ingest.driver.offset_accounting" in result.stdout

@@ -24,8 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from commit.key_index.bucket import BucketChange, find_keys, write_change
-from commit.key_index.buckets import key_buckets
+from commit.key_index.bucket_change import BucketChange, find_keys, write_change
+from commit.key_index.key_hash import key_buckets
 from commit.key_index.manifest import IndexManifest
 from commit.key_index.segments import FILE, POS, key_column, key_name
 from commit.operations.validation import changes, snapshots_since

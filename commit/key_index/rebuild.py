@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from commit.key_index.bucket import build_base, find_keys
-from commit.key_index.buckets import key_buckets
+from commit.key_index.bucket_change import build_base, find_keys
+from commit.key_index.key_hash import key_buckets
 from commit.key_index.manifest import IndexChange, IndexManifest
 from commit.key_index.segments import FILE, POS, keys_of, resolve
 from commit.key_index.store import read_segment

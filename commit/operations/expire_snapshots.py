@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from commit.catalog import Catalog, LoadedTable
+from commit.catalog.base import Catalog, LoadedTable
 from commit.errors import commit_property
 from commit.identifiers import TableIdentifierLike, to_table_identifier
 from commit.metadata_committer import BeforeCommit, CommittedMetadata, commit_metadata_change

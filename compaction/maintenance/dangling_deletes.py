@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
 from commit.identifiers import TableIdentifierLike, to_table_identifier
 from commit.metadata_committer import BeforeCommit
 from commit.operations.delete_files import DeleteFiles

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
 from commit.exactly_once import branch_history, committed_batch
 from commit.identifiers import TableIdentifierLike, to_table_identifier
 from commit.operations.expire_snapshots import ExpireResult, ExpireSnapshots

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
 from commit.identifiers import TableIdentifierLike, to_table_identifier
 from table.errors import TableError
 from table.io import FileEntry, FileIO, to_fs_path

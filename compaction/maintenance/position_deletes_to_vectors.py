@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
 from commit.errors import CommitStateUnknown
 from commit.identifiers import TableIdentifierLike, to_table_identifier
 from commit.operations.rewrite_files import RewriteFiles

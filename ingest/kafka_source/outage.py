@@ -4,7 +4,7 @@ A broker that is stopped, restarting or frozen is an outage, not a failure:
 Floe's source plans no batch and its tasks wait while it lasts, and the lag
 monitor reports it (``floe_ingest_kafka_up`` 0, ``/readyz`` not ready), as
 Spark's source rides it out. The callers (:mod:`.reader`, :mod:`.consume`,
-:mod:`ingest.metrics`) keep one :class:`Outage` each. Pure: the clock and the
+:mod:`ingest.driver.metrics`) keep one :class:`Outage` each. Pure: the clock and the
 random draw are handed in, and a librdkafka error is read through its
 ``name()``, ``str()``, ``retriable()`` and ``fatal()``.
 """

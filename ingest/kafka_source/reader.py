@@ -20,7 +20,7 @@ the end of an ``availableNow`` run: Spark would ask a
 Python source for its latest offset once and read it all in one batch, so
 Floe runs such a query on a back-to-back trigger, holds the latest offsets
 to these, and stops the query once a batch has reached them
-(:class:`ingest.stream.IngestQuery`), keeping the rate limits.
+(:class:`ingest.driver.stream.IngestQuery`), keeping the rate limits.
 
 Spark 4.1's Python streaming API has no admission control: ``latestOffset``
 is not told where the batch starts. The planner therefore keeps that itself:

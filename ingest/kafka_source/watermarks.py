@@ -1,6 +1,6 @@
 """What Kafka holds now: the source's topics, their partitions and watermarks.
 
-One room for the lag probe (:class:`ingest.metrics.LagProbe`) and the Python
+One room for the lag probe (:class:`ingest.driver.metrics.LagProbe`) and the Python
 source's planner (:mod:`ingest.kafka_source.reader`). Topics are the listed
 ones that exist, or every topic the pattern matches whole (as Java's
 ``Pattern.matches``, which Spark's ``subscribePattern`` uses). Watermarks

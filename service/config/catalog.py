@@ -11,7 +11,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, model_validator
 
-from commit.catalog_uri import POSTGRESQL, DatabaseTarget, parse_catalog_uri, redact_uri
+from commit.catalog.sql.uri import POSTGRESQL, DatabaseTarget, parse_catalog_uri, redact_uri
 from commit.errors import InvalidArgument
 from service.config.credentials import secret_source_problems, secret_value, url_password_problems
 from service.config.fields import ConfigPath, Location, Properties, Section
@@ -130,7 +130,7 @@ class CatalogConfig(Section):
         """The REST catalog's static request headers: the extra ones and the bearer token. Secrets: never log them.
 
         Client credentials are not exchanged here: the catalog client fetches
-        tokens itself, and again before each expires (:mod:`commit.rest.auth`).
+        tokens itself, and again before each expires (:mod:`commit.catalog.rest.auth`).
         """
         token = secret_value(self.token, self.token_file)
         return {**self.headers, **({"Authorization": f"Bearer {token}"} if token else {})}

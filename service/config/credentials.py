@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
-from commit.catalog_uri import redact_uri
+from commit.catalog.sql.uri import redact_uri
 from service.config.problems import Problem
 
 

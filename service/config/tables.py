@@ -16,8 +16,8 @@ from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, model_va
 from commit.errors import InvalidArgument
 from commit.identifiers import to_table_identifier
 from commit.key_index.manifest import KEY_INDEX_PROPERTY
-from ingest.kafka_columns import KAFKA_SOURCES, is_kafka_source, kafka_source_problem
 from ingest.skips import RecordRef, RecordRefError, parse_record_ref, record_refs
+from ingest.tasks.kafka_columns import KAFKA_SOURCES, is_kafka_source, kafka_source_problem
 from service.config.credentials import url_password_problems
 from service.config.fields import ConfigPath, Properties, Section, StringList, TopicName, comma_list
 from service.config.problems import Problem, only_used_when, raise_all, render_path, required_when, show
@@ -374,7 +374,7 @@ class TableConfig(Section):
         ]
 
     def _metadata_problems(self, schema: Schema) -> list[Problem]:
-        """Ingest's own rules (:func:`ingest.kafka_columns.kafka_source_problem`), so both always agree."""
+        """Ingest's own rules (:func:`ingest.tasks.kafka_columns.kafka_source_problem`), so both always agree."""
         problems = []
         for column, source in self.metadata_columns.items():
             problem = kafka_source_problem(source, column, schema)

@@ -34,7 +34,8 @@ from typing import Any, Callable, Optional
 import pytest
 import yaml
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.errors import NoSuchCatalog
 from commit.exactly_once import committed_offsets
 from table.io import FileIO
@@ -152,7 +153,7 @@ def test_upserts_on_a_cluster_with_s3_and_postgresql_survive_a_lost_worker(
 
     def table() -> Optional[TableMetadata]:
         try:
-            with Catalog(postgres_uri, f"{store}/warehouse", name, create=False) as catalog:
+            with SqlCatalog(postgres_uri, f"{store}/warehouse", name, create=False) as catalog:
                 return catalog.load_table("db.events").metadata if catalog.table_exists("db.events") else None
         except NoSuchCatalog:  # the first ingest has not created it yet
             return None
@@ -205,7 +206,7 @@ def test_upserts_on_a_cluster_with_s3_and_postgresql_survive_a_lost_worker(
     delivered = feed.delivered
     print(f"killed worker {busy[0]} while it ran ingest task(s); {len(delivered)} events")
     expected = expected_table(delivered)
-    with Catalog(postgres_uri, f"{store}/warehouse", name) as catalog:
+    with SqlCatalog(postgres_uri, f"{store}/warehouse", name) as catalog:
         loaded = catalog.load_table("db.events")
     assert normalized(TableScan(FileIO.for_location(loaded.metadata_location), loaded.metadata).to_arrow()) == expected
     use_jdbc_catalog(iceberg_oracle, name, postgres_uri, f"{store}/warehouse", **s3_file_io_properties(s3proxy),

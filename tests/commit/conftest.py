@@ -14,7 +14,8 @@ from typing import Any, Callable, Iterator, Sequence
 import psycopg
 import pytest
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from table.schema import Schema
 from table.types import LongType, NestedField, StringType
 from tests.support.postgres import PostgresServer, PostgresUnavailable
@@ -68,20 +69,20 @@ def catalog_uri(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture()
 def sqlite_catalog(sqlite_uri: str, warehouse: Path) -> Iterator[Catalog]:
-    with Catalog(sqlite_uri, str(warehouse)) as catalog:
+    with SqlCatalog(sqlite_uri, str(warehouse)) as catalog:
         yield catalog
 
 
 @pytest.fixture()
 def postgres_catalog(postgres_uri: str, warehouse: Path) -> Iterator[Catalog]:
-    with Catalog(postgres_uri, str(warehouse)) as catalog:
+    with SqlCatalog(postgres_uri, str(warehouse)) as catalog:
         yield catalog
 
 
 @pytest.fixture()
 def catalog(catalog_uri: str, warehouse: Path) -> Iterator[Catalog]:
     """A Floe catalog named ``floe`` on each backend in turn."""
-    with Catalog(catalog_uri, str(warehouse)) as catalog:
+    with SqlCatalog(catalog_uri, str(warehouse)) as catalog:
         yield catalog
 
 

@@ -10,7 +10,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 import pyarrow as pa
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
 from commit.snapshot_producer import SnapshotOperation, SnapshotProducer
 from table.arrow_schema import cast_to_schema
 from table.deletes.writers import EqualityDeleteWriter, PositionDeleteWriter

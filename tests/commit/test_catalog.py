@@ -11,7 +11,8 @@ from typing import Any, Callable
 import psycopg
 import pytest
 
-from commit.catalog import Catalog, PropertiesUpdate, TablePointer
+from commit.catalog.base import Catalog, TablePointer
+from commit.catalog.sql.catalog import PropertiesUpdate, SqlCatalog
 from commit.errors import (
     CatalogDatabaseError,
     CommitConflict,
@@ -282,7 +283,7 @@ def test_view_rows_are_not_tables(catalog: Catalog, run_sql: Callable[..., Any],
 
 
 def test_catalog_names_are_isolated(catalog_uri: str, warehouse: Path, simple_schema: Schema) -> None:
-    with Catalog(catalog_uri, str(warehouse), name="one") as one, Catalog(catalog_uri, str(warehouse), "two") as two:
+    with SqlCatalog(catalog_uri, str(warehouse), name="one") as one, SqlCatalog(catalog_uri, str(warehouse), "two") as two:
         one.create_namespace("db")
         one.create_table("db.t", simple_schema)
         assert two.list_namespaces() == []
@@ -292,10 +293,10 @@ def test_catalog_names_are_isolated(catalog_uri: str, warehouse: Path, simple_sc
 
 
 def test_reopening_keeps_everything(catalog_uri: str, warehouse: Path, simple_schema: Schema) -> None:
-    with Catalog(catalog_uri, str(warehouse)) as first:
+    with SqlCatalog(catalog_uri, str(warehouse)) as first:
         first.create_namespace("db", {"k": "v"})
         created = first.create_table("db.t", simple_schema)
-    with Catalog(catalog_uri, str(warehouse)) as second:
+    with SqlCatalog(catalog_uri, str(warehouse)) as second:
         assert second.load_namespace_properties("db") == {"k": "v"}
         assert second.load_pointer("db.t").metadata_location == created.metadata_location
 
@@ -496,7 +497,7 @@ def test_sqlite_busy_timeout_fails_before_anything_is_sent(
 ) -> None:
     import sqlite3
 
-    with Catalog(sqlite_uri, str(warehouse), timeout_s=0.2) as catalog:
+    with SqlCatalog(sqlite_uri, str(warehouse), timeout_s=0.2) as catalog:
         catalog.create_namespace("db")
         first = catalog.create_table("db.t", simple_schema).metadata_location
         holder = sqlite3.connect(sqlite_uri[len("sqlite:///") :], isolation_level=None)
@@ -520,7 +521,7 @@ def test_unreachable_postgres_names_target_without_password(warehouse: Path) -> 
 
     uri = f"postgresql://floe:top-secret@127.0.0.1:{free_port()}/catalog"
     with pytest.raises(CatalogDatabaseError) as caught:
-        Catalog(uri, str(warehouse), timeout_s=2)
+        SqlCatalog(uri, str(warehouse), timeout_s=2)
     message = str(caught.value)
     assert "top-secret" not in message
     assert "postgresql://floe@127.0.0.1" in message and "cannot connect" in message

@@ -16,7 +16,8 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.identifiers import TableIdentifier
 from table.schema import Schema
 
@@ -168,7 +169,7 @@ def test_floe_opens_a_v0_catalog_and_migrates_it_in_place(pyiceberg_uri: str, ca
 
 def _floe_reads_and_swaps(catalog_uri: str, warehouse: Path, created: Any) -> str:
     """Floe lists and loads what pyiceberg created, then moves ``ns.events`` to a new metadata file."""
-    with Catalog(catalog_uri, str(warehouse)) as floe:
+    with SqlCatalog(catalog_uri, str(warehouse)) as floe:
         assert floe.list_namespaces() == [("empty",), ("ns",)]
         assert floe.load_namespace_properties("ns") == {"owner": "pyiceberg"}
         assert floe.load_namespace_properties("empty") == {}

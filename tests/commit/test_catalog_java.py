@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import pyspark
 import pytest
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
 from runtime.jars import jar_paths
 from table.schema import Schema
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from commit.catalog_uri import POSTGRESQL, SQLITE, parse_catalog_uri, redact_uri
+from commit.catalog.sql.uri import POSTGRESQL, SQLITE, parse_catalog_uri, redact_uri
 from commit.errors import InvalidArgument
 from commit.identifiers import (
     TableIdentifier,

@@ -22,8 +22,9 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
-from commit.catalog import Catalog
-from commit.coordinator import commit_batch
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
+from commit.batch_commit import commit_batch
 from commit.operations.row_delta import RowDelta
 from table.arrow_schema import cast_to_schema
 from table.manifest import DataFile
@@ -68,7 +69,7 @@ def test_iceberg_java_jdbc_catalog_reads_a_floe_table_with_upserts(
     catalog_uri: str, warehouse: Path, iceberg_oracle: Any
 ) -> None:
     name = f"floe_{uuid.uuid4().hex[:8]}"  # the Spark catalog's name is the JDBC catalog's name
-    with Catalog(catalog_uri, str(warehouse), name=name) as catalog:
+    with SqlCatalog(catalog_uri, str(warehouse), name=name) as catalog:
         table = CommitTable.create(catalog, "db.events", partitioned=True)
         first = write_rows(table, {i: f"v{i}" for i in range(1, 7)})
         commit_batch(catalog, "db.events", "q", 0, {"t": {0: (0, 6)}}, [first])

@@ -15,7 +15,8 @@ from typing import Any
 
 import psycopg
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.errors import CommitConflict
 from table.schema import Schema
 
@@ -27,7 +28,7 @@ _SPAWN = multiprocessing.get_context("spawn")
 def _swap_worker(uri: str, warehouse: str, worker_id: int, start: Any, results: Any) -> None:
     """Win ``SWAPS_PER_PROCESS`` swaps; report (expected, new) of each win and the conflicts seen."""
     try:
-        catalog = Catalog(uri, warehouse)
+        catalog = SqlCatalog(uri, warehouse)
         wins: list[tuple[str, str]] = []
         conflicts: list[tuple[str, str]] = []
         start.wait()
@@ -54,7 +55,7 @@ def _open_worker(uri: str, warehouse: str, worker_id: int, start: Any, results: 
     """Open a catalog on a database that has no tables yet, all at the same moment."""
     try:
         start.wait()
-        with Catalog(uri, warehouse) as catalog:
+        with SqlCatalog(uri, warehouse) as catalog:
             catalog.create_namespace(f"ns{worker_id}")
             catalog.leases.acquire_lease("probe", f"w{worker_id}", 60_000)
         results.put(("ok", worker_id, [], []))
@@ -114,7 +115,7 @@ def test_concurrent_swaps_have_one_winner_per_location(catalog: Catalog, catalog
 def test_processes_create_the_schema_at_once(catalog_uri: str, warehouse: Path) -> None:
     _run_workers(_open_worker, catalog_uri, warehouse)
 
-    with Catalog(catalog_uri, str(warehouse)) as catalog:
+    with SqlCatalog(catalog_uri, str(warehouse)) as catalog:
         assert catalog.list_namespaces() == [(f"ns{n}",) for n in range(PROCESSES)]
         lease = catalog.leases.get_lease("probe")
         assert lease is not None and lease.holder in {f"w{n}" for n in range(PROCESSES)}

@@ -22,8 +22,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from commit.catalogs import open_catalog
-from commit.coordinator import commit_batch
+from commit.catalog import open_catalog
+from commit.batch_commit import commit_batch
 from commit.exactly_once import BATCH_ID, WRITER_ID, committed_offsets
 from commit.metadata_committer import PendingCommit
 from commit.summary import TOTALS

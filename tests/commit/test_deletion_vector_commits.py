@@ -12,7 +12,8 @@ from typing import Any, Sequence
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.format_upgrade import upgrade_format_version
 from commit.metadata_committer import PendingCommit
 from commit.operations.errors import DuplicateDeletionVectors
@@ -171,7 +172,7 @@ def test_an_upgraded_table_reads_identically_in_all_three_readers(
     # no table cache: each Java read sees the latest commit
     use_jdbc_catalog(iceberg_oracle, name, sqlite_uri, warehouse, **{"cache-enabled": "false"})
     pyiceberg_uri = sqlite_uri
-    with Catalog(sqlite_uri, str(warehouse), name=name) as catalog:
+    with SqlCatalog(sqlite_uri, str(warehouse), name=name) as catalog:
         table = CommitTable.create(catalog, "db.events", partitioned=True)
         first, _ = table.append([1, 2, 3, 4])
         second, _ = table.append([5, 6, 7], category="b")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from commit.catalog import Catalog
-from commit.coordinator import BatchCommitStatus, batch_status, commit_batch, table_offsets
+from commit.catalog.base import Catalog
+from commit.batch_commit import BatchCommitStatus, batch_status, commit_batch, table_offsets
 from commit.errors import InvalidArgument
 from commit.exactly_once import (
     BATCH_ID,

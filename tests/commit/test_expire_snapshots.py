@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
 from commit.metadata_committer import CommitFiles, MetadataCommitter, PendingCommit
 from commit.operations.expire_snapshots import ExpireSnapshots
 from commit.operations.rewrite_files import RewriteFiles

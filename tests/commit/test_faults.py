@@ -17,8 +17,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from commit.catalog import Catalog
-from commit.coordinator import BatchCommitStatus, commit_batch
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
+from commit.batch_commit import BatchCommitStatus, commit_batch
 from commit.errors import CatalogDatabaseError, CommitNotApplied, CommitStateUnknown
 from commit.exactly_once import BATCH_ID, committed_offsets
 from commit.identifiers import TableIdentifierLike
@@ -151,7 +152,7 @@ def _install_failing_swap(uri: str) -> None:
 
 
 def test_unknown_outcome_that_did_not_land_is_reported_and_the_replay_commits(catalog_uri: str, warehouse: Path) -> None:
-    with Catalog(catalog_uri, str(warehouse)) as catalog:
+    with SqlCatalog(catalog_uri, str(warehouse)) as catalog:
         table = CommitTable.create(catalog)
         batch(table, 0, OFFSETS, [1])
         _install_failing_swap(catalog_uri)
@@ -165,10 +166,10 @@ def test_unknown_outcome_that_did_not_land_is_reported_and_the_replay_commits(ca
 
 
 def test_a_replay_after_a_restart_is_skipped(catalog_uri: str, warehouse: Path) -> None:
-    with Catalog(catalog_uri, str(warehouse)) as before_restart:
+    with SqlCatalog(catalog_uri, str(warehouse)) as before_restart:
         table = CommitTable.create(before_restart)
         first = batch(table, 0, OFFSETS, [1])
-    with Catalog(catalog_uri, str(warehouse)) as after_restart:  # a new process would open a new catalog
+    with SqlCatalog(catalog_uri, str(warehouse)) as after_restart:  # a new process would open a new catalog
         table = CommitTable(after_restart, table.identifier, table.io)
         replay = batch(table, 0, OFFSETS, [1])
         assert replay.status == BatchCommitStatus.SKIPPED and replay.snapshot == first.snapshot
@@ -187,7 +188,7 @@ def _replica(uri: str, warehouse: str, name: str, both_written: Any, results: An
     """Commit batches 0..ROUNDS-1 of writer "query-1"; each first attempt waits until the
     other replica has also written its metadata, so both swap from the same base."""
     try:
-        with Catalog(uri, warehouse) as catalog:
+        with SqlCatalog(uri, warehouse) as catalog:
             table = CommitTable(catalog, "db.t", FileIO.for_location(warehouse))
             outcomes = []
             for n in range(ROUNDS):
@@ -208,7 +209,7 @@ def _replica(uri: str, warehouse: str, name: str, both_written: Any, results: An
 
 
 def test_two_processes_racing_the_same_batches_land_each_exactly_once(catalog_uri: str, warehouse: Path) -> None:
-    with Catalog(catalog_uri, str(warehouse)) as catalog:
+    with SqlCatalog(catalog_uri, str(warehouse)) as catalog:
         CommitTable.create(catalog, properties={"commit.retry.min-wait-ms": "5"})
     both_written = _SPAWN.Barrier(2)
     results = _SPAWN.Queue()
@@ -227,7 +228,7 @@ def test_two_processes_racing_the_same_batches_land_each_exactly_once(catalog_ur
                 p.kill()
     assert [r for r in reports.values() if r[0] != "ok"] == []
 
-    with Catalog(catalog_uri, str(warehouse)) as catalog:
+    with SqlCatalog(catalog_uri, str(warehouse)) as catalog:
         table = CommitTable(catalog, "db.t", FileIO.for_location(str(warehouse)))
         snapshots = table.metadata().snapshots
         assert [s.summary[BATCH_ID] for s in snapshots] == [str(n) for n in range(ROUNDS)]

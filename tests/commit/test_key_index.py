@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from commit.key_index.bucket import find_keys, write_change
-from commit.key_index.buckets import key_buckets
+from commit.key_index.bucket_change import find_keys, write_change
+from commit.key_index.key_hash import key_buckets
 from commit.key_index.manifest import (
     IndexChange,
     KeyIndexConflict,

@@ -13,9 +13,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from commit.catalog import Catalog
-from commit.key_index.bucket import find_keys, write_change
-from commit.key_index.buckets import key_buckets
+from commit.catalog.base import Catalog
+from commit.key_index.bucket_change import find_keys, write_change
+from commit.key_index.key_hash import key_buckets
 from commit.key_index.manifest import IndexChange, KeyIndexStale, describes, empty_manifest
 from commit.key_index.operation import KeyIndexUpdate, WithKeyIndex, WithRemaps
 from commit.key_index.rebuild import index_problems

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.errors import InvalidArgument
-from commit.lease import LeaseTable
+from commit.catalog.sql.lease import LeaseTable
 
 RACERS = 4
 _SPAWN = multiprocessing.get_context("spawn")
@@ -78,7 +79,7 @@ def test_release(leases: LeaseTable) -> None:
 
 
 def test_leases_are_per_catalog(catalog_uri: str, warehouse: Path) -> None:
-    with Catalog(catalog_uri, str(warehouse), "one") as one, Catalog(catalog_uri, str(warehouse), "two") as two:
+    with SqlCatalog(catalog_uri, str(warehouse), "one") as one, SqlCatalog(catalog_uri, str(warehouse), "two") as two:
         assert one.leases.acquire_lease("l", "a", 60_000)
         assert two.leases.acquire_lease("l", "b", 60_000)
         assert two.leases.get_lease("l").holder == "b"  # type: ignore[union-attr]
@@ -95,7 +96,7 @@ def test_invalid_lease_arguments(leases: LeaseTable, name: str, holder: str, ttl
 
 def _race_worker(uri: str, warehouse: str, worker_id: int, start: Any, results: Any) -> None:
     try:
-        with Catalog(uri, warehouse) as catalog:
+        with SqlCatalog(uri, warehouse) as catalog:
             leases = catalog.leases
             start.wait()
             results.put((worker_id, leases.acquire_lease("contended", f"w{worker_id}", 60_000)))

@@ -3,7 +3,7 @@ manifest, and merge appends on a real table."""
 
 from __future__ import annotations
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
 from commit.operations.fast_append import FastAppend
 from commit.operations.manifest_merge import (
     ManifestMerger,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from commit.rest.auth import ClientCredentials, OAuthTokens, Token, refresh_due
+from commit.catalog.rest.auth import ClientCredentials, OAuthTokens, Token, refresh_due
 
 CREDENTIALS = ClientCredentials("http://catalog/v1/oauth/tokens", "floe", "s3cr3t")
 

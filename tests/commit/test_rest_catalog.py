@@ -17,7 +17,7 @@ import pytest
 from commit.errors import CommitConflict, NamespaceAlreadyExists, NoSuchTable, TableAlreadyExists
 from commit.operations.fast_append import FastAppend
 from commit.operations.row_delta import RowDelta
-from commit.rest.catalog import RestCatalog
+from commit.catalog.rest.catalog import RestCatalog
 from compaction.maintenance.expire_snapshots import ExpiryPolicy, expire_snapshots
 from tests.commit.producer_support import SCHEMA, CommitTable
 from tests.support.rest_catalog import RestCatalogServer
@@ -131,7 +131,7 @@ def test_a_commit_whose_answer_is_lost_is_checked_not_repeated(rest_server: Rest
     """The server applies the batch's commit; the client gets a 503, or nothing until its timeout.
     The committer reloads, finds its batch in the table and reports success: one snapshot, no duplicate."""
     from commit.exactly_once import batch_summary
-    from commit.rest.client import RestClient
+    from commit.catalog.rest.client import RestClient
     from tests.support.dropping_proxy import DroppingProxy
 
     with RestCatalog(rest_server.uri, rest_server.warehouse) as setup:

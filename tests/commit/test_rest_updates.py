@@ -1,4 +1,4 @@
-"""commit/rest/updates.py: a metadata change as REST requirements and updates (pure)."""
+"""commit/catalog/rest/updates.py: a metadata change as REST requirements and updates (pure)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from commit.rest.updates import UnsupportedChange, commit_for
+from commit.catalog.rest.updates import UnsupportedChange, commit_for
 from table.metadata import Snapshot, SnapshotRef, TableMetadata, new_table_metadata
 from table.partitioning import UNPARTITIONED_SPEC
 from table.schema import Schema

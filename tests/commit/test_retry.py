@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
 from commit.errors import CommitConflict, InvalidArgument
 from commit.metadata_committer import PendingCommit
 from commit.operations.fast_append import FastAppend

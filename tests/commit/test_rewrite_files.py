@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
 from commit.errors import InvalidArgument
 from commit.metadata_committer import PendingCommit
 from commit.operations.errors import MissingFiles, ReplacedFilesTooNew, RewriteConflict

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
 from commit.metadata_committer import PendingCommit
 from commit.operations.delete_files import DeleteFiles
 from commit.operations.errors import (

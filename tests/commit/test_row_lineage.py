@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.format_upgrade import upgrade_format_version
 from commit.metadata_committer import PendingCommit
 from commit.operations.fast_append import FastAppend
@@ -132,7 +133,7 @@ def test_iceberg_java_reads_row_lineage_as_the_spec_defines_it(
     sqlite_uri: str, warehouse: Path, iceberg_oracle: Any
 ) -> None:
     name = f"floe_{uuid.uuid4().hex[:8]}"
-    with Catalog(sqlite_uri, str(warehouse), name=name) as catalog:
+    with SqlCatalog(sqlite_uri, str(warehouse), name=name) as catalog:
         table = CommitTable.create(catalog, "db.events", properties=V3)
         table.append([1, 2, 3])
         table.commit(FastAppend([table.write_data([4, 5]), table.write_data([6])]))
@@ -163,7 +164,7 @@ def test_compaction_keeps_row_ids_and_deletion_vectors_apply(
     name = f"floe_{uuid.uuid4().hex[:8]}"
     use_jdbc_catalog(iceberg_oracle, name, sqlite_uri, warehouse)
     query = f"SELECT id, _row_id, _last_updated_sequence_number FROM {name}.db.events"
-    with Catalog(sqlite_uri, str(warehouse), name=name) as catalog:
+    with SqlCatalog(sqlite_uri, str(warehouse), name=name) as catalog:
         table = CommitTable.create(catalog, "db.events", properties=V3)
         first, _ = table.append([1, 2, 3, 4])
         table.append([5, 6])

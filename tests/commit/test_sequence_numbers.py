@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
 from commit.metadata_committer import PendingCommit
 from commit.operations.errors import RewriteConflict
 from commit.operations.rewrite_files import RewriteFiles

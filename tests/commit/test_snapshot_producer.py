@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.errors import CatalogDatabaseError, CommitNotApplied, CommitStateUnknown, InvalidArgument
 from commit.identifiers import TableIdentifierLike
 from commit.metadata_committer import PendingCommit
@@ -157,7 +158,7 @@ def _install_failing_swap(uri: str) -> None:
 
 
 def test_unknown_outcome_that_did_not_land_is_cleaned_up(catalog_uri: str, warehouse: Path) -> None:
-    with Catalog(catalog_uri, str(warehouse)) as catalog:
+    with SqlCatalog(catalog_uri, str(warehouse)) as catalog:
         table = CommitTable.create(catalog)
         table.append([1])
         pointer = table.metadata_location()
@@ -182,7 +183,7 @@ class DiesAfterSwap(Catalog):
 
 
 def test_unknown_outcome_that_landed_is_a_success(catalog_uri: str, warehouse: Path) -> None:
-    with Catalog(catalog_uri, str(warehouse)) as setup:
+    with SqlCatalog(catalog_uri, str(warehouse)) as setup:
         table = CommitTable.create(setup)
         table.append([1])
     with DiesAfterSwap(catalog_uri, str(warehouse)) as catalog:
@@ -190,7 +191,7 @@ def test_unknown_outcome_that_landed_is_a_success(catalog_uri: str, warehouse: P
 
         def lose_first_race(pending: PendingCommit) -> None:
             if pending.attempt == 1:
-                with Catalog(catalog_uri, str(warehouse)) as other:
+                with SqlCatalog(catalog_uri, str(warehouse)) as other:
                     CommitTable(other, table.identifier, table.io).append([2])
 
         producer = table.producer(FastAppend([table.write_data([3])]), before_commit=lose_first_race)
@@ -220,7 +221,7 @@ class UnreachableAfterUnknown(Catalog):
 
 
 def test_unknown_outcome_that_cannot_be_checked_keeps_every_file(sqlite_uri: str, warehouse: Path) -> None:
-    with Catalog(sqlite_uri, str(warehouse)) as setup:
+    with SqlCatalog(sqlite_uri, str(warehouse)) as setup:
         table = CommitTable.create(setup, properties={"commit.status-check.num-retries": "2"})
     with UnreachableAfterUnknown(sqlite_uri, str(warehouse)) as catalog:
         table = CommitTable(catalog, table.identifier, table.io)
@@ -274,7 +275,7 @@ _SPAWN = multiprocessing.get_context("spawn")
 
 def _append_worker(uri: str, warehouse: str, worker: int, start: Any, results: Any) -> None:
     try:
-        with Catalog(uri, warehouse) as catalog:
+        with SqlCatalog(uri, warehouse) as catalog:
             table = CommitTable(catalog, "db.t", FileIO.for_location(warehouse))
             start.wait()
             ids, retries = [], 0
@@ -298,7 +299,7 @@ def _append_worker(uri: str, warehouse: str, worker: int, start: Any, results: A
 
 
 def test_concurrent_writers_all_land_in_one_linear_history(catalog_uri: str, warehouse: Path) -> None:
-    with Catalog(catalog_uri, str(warehouse)) as catalog:
+    with SqlCatalog(catalog_uri, str(warehouse)) as catalog:
         CommitTable.create(
             catalog,
             properties={"commit.retry.num-retries": "100", "commit.retry.min-wait-ms": "5", "commit.retry.max-wait-ms": "100"},
@@ -322,7 +323,7 @@ def test_concurrent_writers_all_land_in_one_linear_history(catalog_uri: str, war
                 p.kill()
     assert [o for o in outcomes if o[0] != "ok"] == []
 
-    with Catalog(catalog_uri, str(warehouse)) as catalog:
+    with SqlCatalog(catalog_uri, str(warehouse)) as catalog:
         table = CommitTable(catalog, "db.t", FileIO.for_location(str(warehouse)))
         metadata = table.metadata()
         total = WRITERS * COMMITS_PER_WRITER

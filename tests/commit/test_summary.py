@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
 from commit.operations.delete_files import DeleteFiles
 from commit.operations.fast_append import FastAppend
 from commit.operations.merge_append import MergeAppend

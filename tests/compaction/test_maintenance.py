@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.exactly_once import batch_summary, committed_offsets, last_committed_batch
 from commit.operations.delete_files import DeleteFiles
 from commit.operations.fast_append import FastAppend
@@ -223,7 +224,7 @@ def test_expiry_and_orphan_cleanup_on_s3(s3proxy, tmp_path: Path) -> None:
     from table.io import FileIO
 
     bucket = s3proxy.create_bucket(f"maint-{uuid.uuid4().hex[:12]}")
-    with Catalog(f"sqlite:///{tmp_path / 'catalog.db'}", f"{bucket}/warehouse") as catalog:
+    with SqlCatalog(f"sqlite:///{tmp_path / 'catalog.db'}", f"{bucket}/warehouse") as catalog:
         base = CommitTable.create(catalog, properties={"write.metadata.previous-versions-max": "2"})
         table = CompactionTable(base.catalog, base.identifier, base.io)
         io = FileIO.for_location(table.location)

@@ -10,7 +10,8 @@ import pytest
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from compaction.metrics import CompactionMetrics, table_health
+from compaction.metrics import CompactionMetrics
+from compaction.table_health import table_health
 from table.manifest import DataFile, DataFileContent, FileFormat
 from table.metadata import Snapshot, TableMetadata, new_table_metadata
 from table.partitioning import PartitionSpec

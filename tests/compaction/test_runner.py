@@ -11,7 +11,7 @@ from typing import Optional
 import pytest
 from prometheus_client import CollectorRegistry
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
 from commit.errors import NoSuchTable
 from commit.metadata_committer import PendingCommit
 from commit.operations.row_delta import RowDelta

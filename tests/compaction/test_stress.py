@@ -38,7 +38,8 @@ import pyarrow.parquet as pq
 import pytest
 from prometheus_client import CollectorRegistry
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.exactly_once import committed_offsets
 from commit.key_index.manifest import describes
 from commit.key_index.rebuild import index_problems
@@ -49,8 +50,8 @@ from commit.snapshot_producer import SnapshotProducer
 from compaction.maintenance import MaintenanceOptions
 from compaction.metrics import GROUP_RESULTS, RUN_RESULTS, CompactionMetrics
 from compaction.runner import CompactionOptions, CompactionRunner, RunReport, RunResult
-from ingest.metrics import IngestMetrics
-from ingest.stream import run_ingest
+from ingest.driver.metrics import IngestMetrics
+from ingest.driver.stream import run_ingest
 from service.http import OpsServer
 from table.deletes.writers import PositionDeleteWriter
 from table.io import FileIO
@@ -181,7 +182,7 @@ class Eraser:
             return
         self.seen.add(frozenset(replaced))
         base_snapshot = pending.base.current_snapshot_id
-        with Catalog(self.catalog_uri, self.warehouse) as catalog:
+        with SqlCatalog(self.catalog_uri, self.warehouse) as catalog:
             if self.ingest_running.is_set():
                 self._wait_for_ingest(catalog, base_snapshot)
             metadata = catalog.load_table(IDENTIFIER).metadata
@@ -310,7 +311,7 @@ def test_compactor_runs_beside_streaming_ingest_and_loses_nothing(
     reports: list[RunReport] = []
     scraped: dict[str, list[tuple[str, float]]] = {}
     reports_at_scrape: list[RunReport] = []
-    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog, OpsServer(registry=registry) as ops:
+    with SqlCatalog(job.catalog.uri, job.catalog.warehouse) as catalog, OpsServer(registry=registry) as ops:
         try:
             while sum(1 for r in reports if r.groups) < MIN_RUNS:
                 assert len(reports) < 4 * MIN_RUNS, [(r.result, len(r.groups)) for r in reports]

@@ -21,8 +21,8 @@ from typing import Any, Iterable, Optional
 import pyarrow as pa
 from confluent_kafka import Consumer, Producer
 
-from ingest.changes import OpField
-from ingest.decode_batch import DecodeSpec
+from ingest.tasks.changes import OpField
+from ingest.tasks.decode_records import DecodeSpec
 from ingest.job import CatalogSpec, IngestJob, SourceSpec, TableSpec, TriggerSpec
 from table.schema import Schema
 from table.types import DoubleType, LongType, NestedField, StringType, TimestamptzType

@@ -1,4 +1,4 @@
-"""ingest.decoding.avro_decoder and registry: plain and Confluent-framed Avro.
+"""ingest.tasks.decoding.avro_decoder and registry: plain and Confluent-framed Avro.
 
 The schema registry is a real HTTP server on 127.0.0.1 serving
 ``GET /schemas/ids/<id>`` the way Confluent's does.
@@ -26,8 +26,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.decode_batch import DecodeSpec, decode_batch
-from ingest.decoding import (
+from ingest.tasks.decode_records import DecodeSpec, decode_batch
+from ingest.tasks.decoding import (
     AvroDecoder,
     AvroFormat,
     ConfluentAvroDecoder,
@@ -36,8 +36,8 @@ from ingest.decoding import (
     SchemaRegistryClient,
     UnknownSchemaError,
 )
-from ingest.mapping import map_rows
-from ingest.record_errors import DecodeError
+from ingest.tasks.mapping import map_rows
+from ingest.tasks.record_errors import DecodeError
 from table.schema import Schema
 from table.types import (
     DateType,

@@ -9,11 +9,12 @@ import logging
 import pytest
 from prometheus_client import CollectorRegistry
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.exactly_once import batch_summary
-from ingest.batch import BatchProcessor
-from ingest.changes import OpField
-from ingest.decode_batch import DecodeSpec
+from ingest.driver.batch import BatchProcessor
+from ingest.tasks.changes import OpField
+from ingest.tasks.decode_records import DecodeSpec
 from ingest.job import (
     CatalogSpec,
     IngestJob,
@@ -25,8 +26,8 @@ from ingest.job import (
     job_from_json,
     job_to_json,
 )
-from ingest.metrics import IngestMetrics
-from ingest.planning import (
+from ingest.driver.metrics import IngestMetrics
+from ingest.driver.offset_accounting import (
     MAX_TIMESTAMPS,
     BatchStats,
     batch_size,
@@ -41,8 +42,8 @@ from ingest.planning import (
     starting_offsets,
     through_planned_ends,
 )
-from ingest.table_setup import job_schema, needs_global_deletes
-from ingest.writer import keys_determine_partition
+from ingest.driver.table_setup import job_schema, needs_global_deletes
+from ingest.tasks.writer import keys_determine_partition
 from table.metadata import Snapshot, new_table_metadata
 from table.partitioning import UNPARTITIONED_SPEC, build_partition_spec
 from table.schema import Schema
@@ -247,7 +248,7 @@ def test_spark_options_pass_client_properties_as_kafka_options():
 
 
 def test_floes_source_gets_a_task_per_local_slot_unless_the_job_caps_its_tasks():
-    from ingest.stream import python_source_options
+    from ingest.driver.stream import python_source_options
 
     python = _job(reader="python")
     assert "maxPartitions" not in python_source_options(python), "a cluster: a task per range"
@@ -286,7 +287,7 @@ def test_bad_tables_are_refused():
 
 
 def test_only_appends_that_need_no_clustering_or_sorting_take_the_direct_path():
-    from ingest.batch import direct_path
+    from ingest.driver.batch import direct_path
     from table.sort_order import SortField, SortOrder
 
     plain = new_table_metadata(SCHEMA, UNPARTITIONED_SPEC, UNSORTED_SORT_ORDER, "/tmp/t")
@@ -303,10 +304,11 @@ def test_only_appends_that_need_no_clustering_or_sorting_take_the_direct_path():
 def test_a_new_streaming_table_deletes_old_metadata_files_unless_the_job_says_otherwise(tmp_path):
     from dataclasses import replace
 
-    from commit.catalog import Catalog
-    from ingest.table_setup import ensure_table
+    from commit.catalog.base import Catalog
+    from commit.catalog.sql.catalog import SqlCatalog
+    from ingest.driver.table_setup import ensure_table
 
-    with Catalog(f"sqlite:///{tmp_path / 'c.db'}", str(tmp_path / "wh")) as catalog:
+    with SqlCatalog(f"sqlite:///{tmp_path / 'c.db'}", str(tmp_path / "wh")) as catalog:
         default = ensure_table(catalog, replace(_table(), identifier="db.a"))
         chosen = ensure_table(catalog, replace(_table(properties={"write.metadata.delete-after-commit.enabled": "false"}),
                                                identifier="db.b"))
@@ -355,7 +357,7 @@ def test_the_batch_ends_come_from_the_checkpoint_and_an_unreadable_entry_is_warn
     (tmp_path / "checkpoint" / "offsets").mkdir(parents=True)
     (tmp_path / "checkpoint" / "offsets" / "4").write_text(OFFSET_LOG)
     (tmp_path / "checkpoint" / "offsets" / "5").write_text("v9\n")
-    with Catalog(f"sqlite:///{tmp_path}/c.db", str(tmp_path / "wh"), "t") as catalog:
+    with SqlCatalog(f"sqlite:///{tmp_path}/c.db", str(tmp_path / "wh"), "t") as catalog:
         processor = BatchProcessor(job, job.table, catalog, IngestMetrics(CollectorRegistry()))
         with caplog.at_level(logging.WARNING, logger="floe.ingest"):
             assert processor._planned_ends(4) == {"t": {0: 120, 1: 40}}

@@ -1,4 +1,4 @@
-"""ingest.changes: op extraction, tombstones, keys."""
+"""ingest.tasks.changes: op extraction, tombstones, keys."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest.changes import Change, ChangeKind, ChangeSpec, OpField, classifier, classify, key_row, missing_keys
-from ingest.mapping import map_rows
-from ingest.record_errors import ChangeError
+from ingest.tasks.changes import Change, ChangeKind, ChangeSpec, OpField, classifier, classify, key_row, missing_keys
+from ingest.tasks.mapping import map_rows
+from ingest.tasks.record_errors import ChangeError
 from table.schema import Schema
 from table.types import LongType, NestedField, StringType, StructType
 

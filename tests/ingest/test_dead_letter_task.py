@@ -1,8 +1,8 @@
-"""ingest.dead_letter_task: what a dead-letter target shows of itself."""
+"""ingest.tasks.dead_letter_task: what a dead-letter target shows of itself."""
 
 from __future__ import annotations
 
-from ingest.dead_letter_task import DeadLetterTarget
+from ingest.tasks.dead_letter_task import DeadLetterTarget
 
 
 def test_a_targets_repr_names_the_topic_but_not_the_producer_secrets() -> None:

@@ -1,4 +1,4 @@
-"""ingest.decode_batch: the per-batch entry point, and the dead letters it produces."""
+"""ingest.tasks.decode_records: the per-batch entry point, and the dead letters it produces."""
 
 from __future__ import annotations
 
@@ -14,15 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.changes import OpField
-from ingest.dead_letters import (
+from ingest.tasks.changes import OpField
+from ingest.tasks.dead_letters import (
     DEAD_LETTER_SCHEMA,
     DeadLetterDeliveryError,
     DeadLetterSink,
     build_dead_letters,
 )
-from ingest.decode_batch import INTERNAL_FIELDS, DecodedBatch, DecodeSpec, decode_batch
-from ingest.record_errors import FieldError
+from ingest.tasks.decode_records import INTERNAL_FIELDS, DecodedBatch, DecodeSpec, decode_batch
+from ingest.tasks.record_errors import FieldError
 from table.arrow_schema import schema_to_arrow
 from table.schema import Schema
 from table.types import (

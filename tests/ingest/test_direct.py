@@ -1,4 +1,4 @@
-"""ingest.direct: one task's frame rows reduced to each key's last change before the direct upsert writes."""
+"""ingest.tasks.direct: one task's frame rows reduced to each key's last change before the direct upsert writes."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 import pyarrow as pa
 
 from commit.key_index.manifest import empty_manifest
-from ingest.decode_batch import OFFSET_COLUMN, OP_COLUMN, PARTITION_COLUMN
-from ingest.direct import _latest_of_task
-from ingest.frame import (
+from ingest.tasks.decode_records import OFFSET_COLUMN, OP_COLUMN, PARTITION_COLUMN
+from ingest.tasks.direct import _latest_of_task
+from ingest.tasks.frame import (
     BUCKET_COLUMN,
     DELETE_FILE_COLUMN,
     DELETE_POS_COLUMN,
@@ -17,7 +17,7 @@ from ingest.frame import (
     TOPIC_COLUMN,
     frame_arrow_schema,
 )
-from ingest.upsert_index import IndexPlan
+from ingest.tasks.indexed_writer import IndexPlan
 from table.schema import Schema
 from table.types import LongType, NestedField, StringType
 

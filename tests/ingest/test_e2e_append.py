@@ -17,10 +17,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from commit.catalog import Catalog
-from ingest.decode_batch import DecodeSpec
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
+from ingest.tasks.decode_records import DecodeSpec
 from ingest.job import CatalogSpec, IngestJob, SourceSpec, TableSpec, TriggerSpec
-from ingest.stream import run_ingest
+from ingest.driver.stream import run_ingest
 from table.io import FileIO
 from table.scan import TableScan
 from table.schema import Schema
@@ -62,7 +63,7 @@ def test_append_partitions_files_and_java_prunes_them(spark, kafka_bootstrap, ne
     )
     run_ingest(job, spark).await_termination(300)
 
-    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+    with SqlCatalog(job.catalog.uri, job.catalog.warehouse) as catalog:
         loaded = catalog.load_table(job.table.identifier)
     metadata = loaded.metadata
     scan = TableScan(FileIO.for_location(loaded.metadata_location), metadata)

@@ -21,8 +21,9 @@ import fastavro
 import pytest
 from prometheus_client import CollectorRegistry
 
-from commit.catalog import Catalog
-from ingest.dead_letters import (
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
+from ingest.tasks.dead_letters import (
     ERROR_CLASS,
     ERROR_FIELD,
     ERROR_MESSAGE,
@@ -30,11 +31,11 @@ from ingest.dead_letters import (
     SOURCE_PARTITION,
     SOURCE_TOPIC,
 )
-from ingest.decode_batch import DecodeSpec
-from ingest.decoding import ConfluentAvroFormat
+from ingest.tasks.decode_records import DecodeSpec
+from ingest.tasks.decoding import ConfluentAvroFormat
 from ingest.job import CatalogSpec, IngestJob, SourceSpec, TableSpec, TriggerSpec
-from ingest.metrics import IngestMetrics
-from ingest.stream import run_ingest
+from ingest.driver.metrics import IngestMetrics
+from ingest.driver.stream import run_ingest
 from table.io import FileIO
 from table.scan import TableScan
 from table.schema import Schema
@@ -89,7 +90,7 @@ def job_for(bootstrap: str, topic: str, tmp: Path, decode: DecodeSpec, *, policy
 
 
 def table_rows(job: IngestJob) -> list[dict[str, Any]]:
-    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+    with SqlCatalog(job.catalog.uri, job.catalog.warehouse) as catalog:
         loaded = catalog.load_table(job.table.identifier)
     return TableScan(FileIO.for_location(loaded.metadata_location), loaded.metadata).to_arrow().to_pylist()
 
@@ -178,5 +179,5 @@ def test_the_fail_policy_stops_the_query_with_the_first_error(spark, kafka_boots
         query.await_termination(300)
     assert "BadRecordError" in str(raised.value) and f"{topic}/0@50" in str(raised.value)
     assert not query.is_active
-    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+    with SqlCatalog(job.catalog.uri, job.catalog.warehouse) as catalog:
         assert catalog.load_table(job.table.identifier).metadata.snapshots == (), "nothing of the batch committed"

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.exactly_once import committed_offsets
-from ingest.metrics import IngestMetrics
-from ingest.stream import run_ingest
+from ingest.driver.metrics import IngestMetrics
+from ingest.driver.stream import run_ingest
 from table.io import FileIO
 from table.scan import TableScan
 from tests.ingest.e2e_support import change_events, expected_table, normalized, produce, upsert_job
@@ -44,7 +45,7 @@ def test_upserts_and_deletes_land_exactly(spark, kafka_bootstrap, new_topic, ice
     batches = [p for p in query.recent_progress if p["numInputRows"] > 0]
     assert len(batches) >= 4, "maxOffsetsPerTrigger should split the input into several micro-batches"
 
-    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+    with SqlCatalog(job.catalog.uri, job.catalog.warehouse) as catalog:
         loaded = catalog.load_table(job.table.identifier)
     metadata = loaded.metadata
     assert len(metadata.snapshots) == len(batches), "one snapshot per micro-batch"

@@ -37,7 +37,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from pyiceberg.table import StaticTable
 
-from commit.catalogs import open_catalog
+from commit.catalog import open_catalog
 from commit.exactly_once import committed_offsets
 from commit.key_index.manifest import describes
 from commit.key_index.rebuild import index_problems

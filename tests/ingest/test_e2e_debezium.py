@@ -38,9 +38,10 @@ from typing import Any, Optional
 import pytest
 from prometheus_client import CollectorRegistry
 
-from commit.catalog import Catalog
-from ingest.changes import OpField
-from ingest.dead_letters import ERROR_CLASS, ERROR_FIELD, ERROR_MESSAGE, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
+from ingest.tasks.changes import OpField
+from ingest.tasks.dead_letters import ERROR_CLASS, ERROR_FIELD, ERROR_MESSAGE, SOURCE_OFFSET, SOURCE_PARTITION, SOURCE_TOPIC
 from service.config import parse_config
 from service.ingest_command import EXIT_OK, run_ingest_service
 from service.jobs import build_jobs
@@ -314,7 +315,7 @@ def test_the_configuration_reaches_the_decoder(tmp_path: Path) -> None:
 
 
 def table_rows(tmp: Path, identifier: str) -> dict[int, dict[str, Any]]:
-    with Catalog(f"sqlite:///{tmp / 'catalog.db'}", str(tmp / "warehouse")) as catalog:
+    with SqlCatalog(f"sqlite:///{tmp / 'catalog.db'}", str(tmp / "warehouse")) as catalog:
         loaded = catalog.load_table(identifier)
     rows = TableScan(FileIO.for_location(loaded.metadata_location), loaded.metadata).to_arrow().to_pylist()
     by_id = {row["id"]: row for row in rows}

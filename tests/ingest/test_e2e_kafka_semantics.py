@@ -22,14 +22,15 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.exactly_once import committed_offsets
 from commit.key_index.manifest import describes
 from commit.key_index.rebuild import index_problems
 from commit.key_index.store import current_manifest
-from ingest.decode_batch import DecodeSpec
+from ingest.tasks.decode_records import DecodeSpec
 from ingest.job import CatalogSpec, IngestJob, SourceSpec, TableSpec, TriggerSpec
-from ingest.stream import run_ingest
+from ingest.driver.stream import run_ingest
 from table.io import FileIO
 from table.scan import TableScan
 from table.schema import Schema
@@ -70,19 +71,19 @@ def _value(i: int) -> bytes:
 
 
 def _table_rows(job: IngestJob) -> list[dict]:
-    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+    with SqlCatalog(job.catalog.uri, job.catalog.warehouse) as catalog:
         metadata = catalog.load_table(job.table.identifier).metadata
     rows = TableScan(FileIO.for_location(metadata.location), metadata).to_arrow().to_pylist()
     return sorted(rows, key=lambda r: r["id"])
 
 
 def _snapshots(job: IngestJob) -> list:
-    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+    with SqlCatalog(job.catalog.uri, job.catalog.warehouse) as catalog:
         return list(catalog.load_table(job.table.identifier).metadata.snapshots)
 
 
 def _committed(job: IngestJob) -> dict:
-    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+    with SqlCatalog(job.catalog.uri, job.catalog.warehouse) as catalog:
         return committed_offsets(catalog.load_table(job.table.identifier).metadata)
 
 
@@ -190,7 +191,7 @@ def test_an_upsert_table_commits_a_batch_of_markers_and_its_key_index_stays_curr
         assert run_ingest(job, spark).await_termination(240), "the availableNow run did not end"
 
     def state() -> tuple:
-        with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+        with SqlCatalog(job.catalog.uri, job.catalog.warehouse) as catalog:
             metadata = catalog.load_table(job.table.identifier).metadata
         io = FileIO.for_location(metadata.location)
         return metadata, io, current_manifest(io, metadata)

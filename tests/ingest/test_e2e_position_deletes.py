@@ -26,7 +26,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from pyiceberg.table import StaticTable
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.exactly_once import committed_batch, committed_offsets
 from commit.key_index.manifest import describes
 from commit.key_index.rebuild import index_problems
@@ -34,7 +35,7 @@ from commit.key_index.store import current_manifest
 from commit.metadata_committer import commit_metadata_change
 from compaction.metrics import CompactionMetrics
 from compaction.runner import CompactionOptions, CompactionRunner, RunResult
-from ingest.stream import run_ingest
+from ingest.driver.stream import run_ingest
 from table import properties
 from table.io import FileIO
 from table.metadata import MAIN_BRANCH
@@ -101,7 +102,7 @@ def test_every_snapshot_reads_exactly_in_every_engine(spark, kafka_bootstrap, ne
     assert len(written) >= 4 and set(written.values()) == ({"exchange"} if partition else {"exchange", "direct-upsert"})
     assert partition or [b for b, how in written.items() if how == "exchange"] == [0], written
 
-    with Catalog(job.catalog.uri, job.catalog.warehouse, job.catalog.name) as catalog:
+    with SqlCatalog(job.catalog.uri, job.catalog.warehouse, job.catalog.name) as catalog:
         loaded = catalog.load_table(job.table.identifier)
     metadata = loaded.metadata
     io = FileIO.for_location(loaded.metadata_location)
@@ -155,7 +156,7 @@ def test_switching_an_equality_table_to_position_keeps_it_exact(spark, kafka_boo
         job.table, properties={"floe.upsert.delete-strategy": "equality"}))
     assert run_ingest(job, spark).await_termination(600)
 
-    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+    with SqlCatalog(job.catalog.uri, job.catalog.warehouse) as catalog:
         switched = catalog.load_table(job.table.identifier).metadata.current_snapshot_id
         commit_metadata_change(
             catalog, job.table.identifier,
@@ -166,7 +167,7 @@ def test_switching_an_equality_table_to_position_keeps_it_exact(spark, kafka_boo
     assert run_ingest(job, spark).await_termination(600)
     expected = expected_table(delivered)
 
-    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+    with SqlCatalog(job.catalog.uri, job.catalog.warehouse) as catalog:
         loaded = catalog.load_table(job.table.identifier)
         metadata, io = loaded.metadata, FileIO.for_location(loaded.metadata_location)
         after = [s for s in metadata.ancestors_of(metadata.current_snapshot_id) if s.snapshot_id != switched]
@@ -208,7 +209,7 @@ def test_keys_spread_over_kafka_partitions_are_written_again_after_an_exchange(s
     committed = [r for r in caplog.records if getattr(r, "result", None) == "committed"]
     assert len(committed) >= 3 and {r.write for r in committed} == {"exchange"}
 
-    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+    with SqlCatalog(job.catalog.uri, job.catalog.warehouse) as catalog:
         loaded = catalog.load_table(job.table.identifier)
     metadata, io = loaded.metadata, FileIO.for_location(loaded.metadata_location)
     expected: dict = {}
@@ -242,8 +243,8 @@ def test_a_table_keyed_by_a_uuid_upserts_with_position_deletes(spark, kafka_boot
     leave each key's last change, in Floe and Iceberg Java, with no equality delete."""
     from confluent_kafka import Producer
 
-    from ingest.changes import OpField
-    from ingest.decode_batch import DecodeSpec
+    from ingest.tasks.changes import OpField
+    from ingest.tasks.decode_records import DecodeSpec
     from table.schema import Schema
     from table.types import LongType, NestedField, UUIDType
 
@@ -277,7 +278,7 @@ def test_a_table_keyed_by_a_uuid_upserts_with_position_deletes(spark, kafka_boot
     written = {r.batch_id: r.write for r in caplog.records if getattr(r, "result", None) == "committed"}
     assert written[0] == "exchange" and set(written.values()) == {"exchange", "direct-upsert"}, written
 
-    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+    with SqlCatalog(job.catalog.uri, job.catalog.warehouse) as catalog:
         loaded = catalog.load_table(job.table.identifier)
     io = FileIO.for_location(loaded.metadata_location)
     assert not any(t.equality_deletes for t in TableScan(io, loaded.metadata).plan_files())

@@ -22,9 +22,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.exactly_once import committed_offsets
-from ingest.stream import local_task_slots, python_source_options, run_ingest
+from ingest.driver.stream import local_task_slots, python_source_options, run_ingest
 from table.io import FileIO
 from table.scan import TableScan
 from tests.ingest.e2e_support import Event, change_events, expected_table, normalized, produce, row_value, upsert_job
@@ -48,7 +49,7 @@ def _wait_for_offsets(job, topic: str, ends: dict[int, int], query, timeout_s: f
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert query.exception() is None, query.exception()
-        with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+        with SqlCatalog(job.catalog.uri, job.catalog.warehouse) as catalog:
             committed = committed_offsets(catalog.load_table(job.table.identifier).metadata)
         if committed.get(topic) == ends:
             return
@@ -90,7 +91,7 @@ def test_upserts_land_exactly_while_partitions_are_added(spark, kafka_bootstrap,
         query.stop()
     assert query.exception() is None
 
-    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+    with SqlCatalog(job.catalog.uri, job.catalog.warehouse) as catalog:
         loaded = catalog.load_table(job.table.identifier)
     batches = [s for s in loaded.metadata.snapshots if "floe.batch-id" in s.summary]
     assert len(batches) >= (EVENTS + EVENTS // 2) // MAX_OFFSETS, "maxOffsetsPerTrigger splits the input into batches"
@@ -114,14 +115,14 @@ def test_an_available_now_run_keeps_its_rate_limit_and_ends_on_its_own(spark, ka
     job = dataclasses.replace(job, source=dataclasses.replace(job.source, reader="python"))
     assert job.trigger.available_now
     assert run_ingest(job, spark).await_termination(240), "the availableNow run did not end on its own"
-    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+    with SqlCatalog(job.catalog.uri, job.catalog.warehouse) as catalog:
         metadata = catalog.load_table(job.table.identifier).metadata
     assert committed_offsets(metadata) == {topic: _ends(delivered)}
     assert len(metadata.snapshots) >= 3_000 // 700
     started = time.monotonic()
     assert run_ingest(job, spark).await_termination(120), "a run with nothing to read did not end"
     print(f"the empty run took {time.monotonic() - started:.1f} s")
-    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+    with SqlCatalog(job.catalog.uri, job.catalog.warehouse) as catalog:
         assert len(catalog.load_table(job.table.identifier).metadata.snapshots) == len(metadata.snapshots)
     rows = normalized(TableScan(FileIO.for_location(metadata.location), metadata).to_arrow())
     assert rows == expected_table(delivered)

@@ -22,11 +22,13 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.exactly_once import committed_offsets
 from ingest.job import job_to_json
-from ingest.metrics import IngestMetrics, LagProbe
-from ingest.stream import run_ingest
+from ingest.driver.lag import LagProbe
+from ingest.driver.metrics import IngestMetrics
+from ingest.driver.stream import run_ingest
 from table.io import FileIO
 from table.scan import TableScan
 from tests.ingest.e2e_support import (
@@ -43,7 +45,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 
 def read_table(job):
-    with Catalog(job.catalog.uri, job.catalog.warehouse) as catalog:
+    with SqlCatalog(job.catalog.uri, job.catalog.warehouse) as catalog:
         loaded = catalog.load_table(job.table.identifier)
     rows = normalized(TableScan(FileIO.for_location(loaded.metadata_location), loaded.metadata).to_arrow())
     return rows, loaded.metadata
@@ -76,7 +78,7 @@ def test_graceful_stop_commits_whole_batches_and_a_restart_resumes(spark, kafka_
     assert rows == expected_table(below), "the table holds exactly the committed prefix of each partition"
     left = {p: sum(1 for d in delivered if d.partition == p) - committed.get(p, 0) for p in range(2)}
 
-    probe = LagProbe(job, Catalog(job.catalog.uri, job.catalog.warehouse), metrics)
+    probe = LagProbe(job, SqlCatalog(job.catalog.uri, job.catalog.warehouse), metrics)
     probe.refresh()
     probe.close()
     for p in range(2):

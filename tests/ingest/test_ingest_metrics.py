@@ -1,4 +1,4 @@
-"""ingest.metrics: every ingest metric of docs/metrics.md is exported, with its labels."""
+"""ingest.driver.metrics: every ingest metric of docs/metrics.md is exported, with its labels."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from ingest.metrics import IngestMetrics
+from ingest.driver.metrics import IngestMetrics
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 
@@ -81,20 +81,21 @@ def test_a_caught_up_partition_is_fresh_however_old_its_newest_record():
 
 def probe_of(bootstrap: str, tmp_path: Path) -> tuple[Any, Any, CollectorRegistry]:
     """A lag probe of a new upsert table reading ``orders`` from ``bootstrap``: probe, catalog, registry."""
-    from commit.catalog import Catalog
-    from ingest.metrics import LagProbe
-    from ingest.table_setup import ensure_table
+    from commit.catalog.base import Catalog
+    from commit.catalog.sql.catalog import SqlCatalog
+    from ingest.driver.lag import LagProbe
+    from ingest.driver.table_setup import ensure_table
     from tests.ingest.e2e_support import upsert_job
 
     job = upsert_job(bootstrap, "orders", tmp_path)
-    catalog = Catalog(job.catalog.uri, job.catalog.warehouse)
+    catalog = SqlCatalog(job.catalog.uri, job.catalog.warehouse)
     ensure_table(catalog, job.table)
     registry = CollectorRegistry()
     return LagProbe(job, catalog, IngestMetrics(registry), timeout_s=1), catalog, registry
 
 
 def test_an_unreachable_kafka_is_a_metric_at_every_attempt_and_one_line_a_minute(tmp_path, caplog):
-    from ingest.metrics import LagMonitor
+    from ingest.driver.lag import LagMonitor
     from service.local_kafka import free_port
 
     bootstrap = f"127.0.0.1:{free_port()}"  # nothing listens there
@@ -119,7 +120,7 @@ def test_an_unreachable_kafka_is_a_metric_at_every_attempt_and_one_line_a_minute
 
 @pytest.mark.kafka
 def test_a_catalog_failure_is_one_line_and_kafka_up_still_says_kafka_answers(kafka_bootstrap, tmp_path, caplog):
-    from ingest.metrics import LagMonitor
+    from ingest.driver.lag import LagMonitor
 
     probe, catalog, registry = probe_of(kafka_bootstrap, tmp_path)
     monitor = LagMonitor(probe, interval_s=15)
@@ -137,9 +138,9 @@ def test_a_catalog_failure_is_one_line_and_kafka_up_still_says_kafka_answers(kaf
 
 def test_every_record_error_class_is_a_seeded_reason():
     """The ``reason`` label is the error's class name; each starts at 0 so rate() sees the first one."""
-    import ingest.decoding  # noqa: F401 - registers the decoders' record errors
-    from ingest.metrics import BAD_RECORD_REASONS
-    from ingest.record_errors import RecordError
+    import ingest.tasks.decoding  # noqa: F401 - registers the decoders' record errors
+    from ingest.driver.metrics import BAD_RECORD_REASONS
+    from ingest.tasks.record_errors import RecordError
 
     def subclasses(cls: type) -> set[str]:
         return {cls.__name__}.union(*(subclasses(sub) for sub in cls.__subclasses__()))
@@ -148,7 +149,7 @@ def test_every_record_error_class_is_a_seeded_reason():
 
 
 def test_deletion_vectors_count_once_per_puffin_file_under_their_own_label(tmp_path: Path):
-    from ingest.writer import BatchFiles, file_counts
+    from ingest.tasks.writer import BatchFiles, file_counts
     from table.deletes.writers import DeletionVectorWriter
     from table.io import FileIO
 

@@ -1,4 +1,4 @@
-"""ingest.decoding.json_decoder: one JSON object per Kafka value."""
+"""ingest.tasks.decoding.json_decoder: one JSON object per Kafka value."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest.decoding import JsonDecoder, JsonFormat, decoder_for
-from ingest.mapping import map_rows
-from ingest.record_errors import DecodeError
+from ingest.tasks.decoding import JsonDecoder, JsonFormat, decoder_for
+from ingest.tasks.mapping import map_rows
+from ingest.tasks.record_errors import DecodeError
 from table.schema import Schema
 from table.types import DecimalType, DoubleType, ListType, LongType, NestedField, StringType, StructType
 

@@ -1,4 +1,4 @@
-"""ingest.kafka_columns: a record's key, headers, topic, partition, offset and timestamp as table columns."""
+"""ingest.tasks.kafka_columns: a record's key, headers, topic, partition, offset and timestamp as table columns."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from ingest.changes import ChangeSpec, key_row
-from ingest.kafka_columns import check_kafka_source, header_values, kafka_column, utc_micros
-from ingest.mapping import map_rows
+from ingest.tasks.changes import ChangeSpec, key_row
+from ingest.tasks.kafka_columns import check_kafka_source, header_values, kafka_column, utc_micros
+from ingest.tasks.mapping import map_rows
 from table.schema import Schema
 from table.types import (
     BinaryType,

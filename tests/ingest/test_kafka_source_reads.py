@@ -93,7 +93,7 @@ def test_starting_offsets_are_resolved_once_per_checkpoint(kafka_bootstrap, new_
     """``latest`` is pinned to offsets when a checkpoint begins: a batch 0 replayed after a crash
     starts where the first attempt did, although records arrived in between."""
     from ingest.kafka_source.watermarks import TopicWatermarks
-    from ingest.stream import pinned_starting_offsets
+    from ingest.driver.stream import pinned_starting_offsets
 
     topic = new_topic("src-pin", partitions=2)
     _produce(kafka_bootstrap, topic, [b"a", b"b", b"c"])

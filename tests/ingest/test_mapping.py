@@ -1,4 +1,4 @@
-"""ingest.mapping: strict value -> column conversion."""
+"""ingest.tasks.mapping: strict value -> column conversion."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from ingest.mapping import MappingOptions, fast_column, map_rows, value_converter
-from ingest.record_errors import FieldError
+from ingest.tasks.mapping import MappingOptions, fast_column, map_rows, value_converter
+from ingest.tasks.record_errors import FieldError
 from table.arrow_schema import schema_to_arrow, type_to_arrow
 from table.conversions import iso_date, iso_time, iso_timestamp
 from table.schema import Schema

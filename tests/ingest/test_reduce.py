@@ -1,4 +1,4 @@
-"""ingest.reduce: one row per key, the last in Kafka order, computed by Spark.
+"""ingest.driver.reduction: one row per key, the last in Kafka order, computed by Spark.
 
 Checked against a plain-Python reference on random change streams in which
 keys repeat within and across partitions and topics.
@@ -12,9 +12,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from ingest.decode_batch import OFFSET_COLUMN, OP_COLUMN, PARTITION_COLUMN
-from ingest.frame import TOPIC_COLUMN
-from ingest.reduce import latest_positions, reduce_to_latest
+from ingest.tasks.decode_records import OFFSET_COLUMN, OP_COLUMN, PARTITION_COLUMN
+from ingest.tasks.frame import TOPIC_COLUMN
+from ingest.driver.reduction import reduce_to_latest
+from ingest.tasks.latest_change import latest_positions
 
 pytestmark = [pytest.mark.spark]
 

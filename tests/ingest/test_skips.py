@@ -11,11 +11,11 @@ import pickle
 import pyarrow as pa
 import pytest
 
-from ingest.decode_batch import DecodeSpec, decode_batch
-from ingest.frame import TaskStats, decoded_batches, stats_rows
+from ingest.tasks.decode_records import DecodeSpec, decode_batch
+from ingest.tasks.frame import TaskStats, decoded_batches, stats_rows
 from ingest.job import IngestJob, JobSpecError, SourceSpec, TableSpec, decode_spec_from_json, decode_spec_to_json
-from ingest.planning import batch_stats
-from ingest.record_errors import BadRecordError
+from ingest.driver.offset_accounting import batch_stats
+from ingest.tasks.record_errors import BadRecordError
 from ingest.skips import RecordRef, RecordRefError, format_refs, parse_record_ref, record_refs, split_skipped
 from tests.ingest.test_decode_batch import ORDERS, js, kafka_batch
 

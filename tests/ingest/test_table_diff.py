@@ -1,4 +1,4 @@
-"""ingest.table_diff: what differs between a table and its configuration, case by case (pure, no catalog)."""
+"""ingest.driver.table_diff: what differs between a table and its configuration, case by case (pure, no catalog)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from ingest.decode_batch import DecodeSpec
+from ingest.tasks.decode_records import DecodeSpec
 from ingest.job import SortTerm, TableSpec
-from ingest.table_diff import Difference, Kind, NotEvolvable, evolve_schema, table_differences
-from ingest.table_setup import job_schema
+from ingest.driver.table_diff import Difference, Kind, NotEvolvable, evolve_schema, table_differences
+from ingest.driver.table_setup import job_schema
 from table.metadata import TableMetadata, new_table_metadata
 from table.schema import Schema
 from table.types import (

@@ -1,4 +1,4 @@
-"""ingest.table_setup: an existing table evolves at start-up when the configuration adds to it.
+"""ingest.driver.table_setup: an existing table evolves at start-up when the configuration adds to it.
 
 Real SQLite catalogs on local disk: a table is created by ``ensure_table``,
 a batch is written with the table's own writers and committed through the
@@ -17,12 +17,13 @@ from typing import Any, Sequence
 import pyarrow as pa
 import pytest
 
-from commit.catalog import Catalog, LoadedTable
-from commit.coordinator import commit_batch
+from commit.catalog.base import Catalog, LoadedTable
+from commit.catalog.sql.catalog import SqlCatalog
+from commit.batch_commit import commit_batch
 from commit.metadata_committer import CommitFiles, MetadataCommitter, PendingCommit
-from ingest.decode_batch import DecodeSpec
+from ingest.tasks.decode_records import DecodeSpec
 from ingest.job import TableSpec
-from ingest.table_setup import TableMismatchError, ensure_table, evolve_table
+from ingest.driver.table_setup import TableMismatchError, ensure_table, evolve_table
 from table.arrow_schema import cast_to_schema, schema_to_arrow
 from table.io import FileIO
 from table.parquet.partitioned import write_partitioned
@@ -53,7 +54,7 @@ def spec(table_schema: Schema, **kwargs: Any) -> TableSpec:
 
 @pytest.fixture()
 def catalog(tmp_path: Path):
-    with Catalog(f"sqlite:///{tmp_path / 'catalog.db'}", str(tmp_path / "warehouse")) as opened:
+    with SqlCatalog(f"sqlite:///{tmp_path / 'catalog.db'}", str(tmp_path / "warehouse")) as opened:
         yield opened
 
 

@@ -1,12 +1,13 @@
-"""ingest.upsert_index, the driver's check of a direct upsert's output: no key written by two tasks."""
+"""ingest.tasks.indexed_writer, the driver's check of a direct upsert's output: no key written by two tasks."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 
 from commit.key_index.segments import FILE, POS
-from ingest.upsert_index import index_entry_rows, keys_in_two_tasks
-from ingest.writer import stats_batch, written_batch
+from ingest.driver.key_index_steps import keys_in_two_tasks
+from ingest.tasks.indexed_writer import index_entry_rows
+from ingest.tasks.writer import stats_batch, written_batch
 
 
 def task_output(bucket_keys: dict[int, list[int]], task: str) -> pa.Table:

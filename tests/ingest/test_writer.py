@@ -1,4 +1,4 @@
-"""ingest.writer: the executor-side write task, run directly on Arrow batches (no Spark).
+"""ingest.tasks.writer: the executor-side write task, run directly on Arrow batches (no Spark).
 
 Each test commits what the task wrote through the real exactly-once commit
 into a real SQLite catalog and reads the table back with Floe's reader (and,
@@ -17,14 +17,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from commit.catalog import Catalog, LoadedTable
-from commit.coordinator import commit_batch
-from ingest.changes import OpField
-from ingest.decode_batch import OP_COLUMN, DecodeSpec
+from commit.catalog.base import Catalog, LoadedTable
+from commit.catalog.sql.catalog import SqlCatalog
+from commit.batch_commit import commit_batch
+from ingest.tasks.changes import OpField
+from ingest.tasks.decode_records import OP_COLUMN, DecodeSpec
 from ingest.job import TableSpec
-from ingest.table_setup import ensure_table
-from ingest.transport import from_transport, to_transport
-from ingest.writer import BatchFiles, WriteTask, read_written, write_files
+from ingest.driver.table_setup import ensure_table
+from ingest.tasks.transport import from_transport, to_transport
+from ingest.tasks.writer import BatchFiles, WriteTask, read_written, write_files
 from table.arrow_schema import cast_to_schema, type_to_arrow
 from table.io import FileIO
 from table.manifest import DataFileContent
@@ -77,7 +78,7 @@ class Table:
     """A real table in a SQLite catalog, created the way the ingest job creates it."""
 
     def __init__(self, tmp: Path, spec: TableSpec) -> None:
-        self.catalog = Catalog(f"sqlite:///{tmp / 'catalog.db'}", str(tmp / "warehouse"))
+        self.catalog = SqlCatalog(f"sqlite:///{tmp / 'catalog.db'}", str(tmp / "warehouse"))
         self.spec = spec
         self.batches = 0
         ensure_table(self.catalog, spec)
@@ -109,7 +110,7 @@ class Table:
 
 
 def table_spec(partition=(), mode: str = "upsert", schema: Schema = SCHEMA, **kwargs: Any) -> TableSpec:
-    """These tests write equality deletes (ingest.writer's own path): the table says so."""
+    """These tests write equality deletes (ingest.tasks.writer's own path): the table says so."""
     decode = DecodeSpec(schema, mode=mode, op_field=OpField() if mode == "upsert" else None)
     kwargs.setdefault("properties", {"floe.upsert.delete-strategy": "equality"} if mode == "upsert" else {})
     return TableSpec("db.t", decode, partition=partition, **kwargs)

@@ -198,7 +198,7 @@ py4j.protocol.Py4JJavaError: An error occurred while calling o123.toArrow.
 org.apache.spark.api.python.PythonException: Traceback (most recent call last):
   File "/w/ingest/frame.py", line 300, in decoded_batches
     raise BadRecordError.first_of(fail_table, dead)
-ingest.record_errors.BadRecordError: table shop.orders: bad record at orders6/0@50: DecodeError: invalid JSON: Expecting value: line 1 column 1 (char 0) (1 bad record(s) in this Arrow batch; bad_records policy is 'fail')
+ingest.tasks.record_errors.BadRecordError: table shop.orders: bad record at orders6/0@50: DecodeError: invalid JSON: Expecting value: line 1 column 1 (char 0) (1 bad record(s) in this Arrow batch; bad_records policy is 'fail')
 \tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:643)
 """ + "\tat org.apache.spark.Something(Some.scala:1)\n" * 200
 

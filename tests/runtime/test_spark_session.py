@@ -27,7 +27,7 @@ def test_ship_floe_packages_zips_floe_source_for_the_executors() -> None:
     assert Session.sparkContext.added == [str(archive)]
     names = zipfile.ZipFile(archive).namelist()
     assert {name.split("/")[0] for name in names} == set(FLOE_PACKAGES)
-    assert "table/io.py" in names and "ingest/batch.py" in names and not any("__pycache__" in n for n in names)
+    assert "table/io.py" in names and "ingest/driver/batch.py" in names and not any("__pycache__" in n for n in names)
 
 
 @pytest.mark.spark

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.metadata_committer import commit_metadata_change
-from ingest.table_setup import TablePropertyError, ensure_table
+from ingest.driver.table_setup import TablePropertyError, ensure_table
 from service.check import check_tables
 from service.cli import EXIT_FAILED, main
 from service.config import FloeConfig, parse_config
@@ -55,7 +56,7 @@ def config_data(tmp_path: Path, tables: list[dict[str, Any]], catalog_file: str 
 
 def create_tables(config: FloeConfig) -> None:
     """The tables as the first ``floe ingest`` creates them."""
-    with Catalog(config.catalog.connection_uri(), config.catalog.warehouse) as catalog:
+    with SqlCatalog(config.catalog.connection_uri(), config.catalog.warehouse) as catalog:
         for table in config.tables:
             ensure_table(catalog, table_spec(table))
 
@@ -80,7 +81,7 @@ EXPECTED = [
 
 
 def catalog_state(config: FloeConfig) -> dict[str, str]:
-    with Catalog(config.catalog.connection_uri(), config.catalog.warehouse, create=False) as catalog:
+    with SqlCatalog(config.catalog.connection_uri(), config.catalog.warehouse, create=False) as catalog:
         return {str(ident): catalog.load_pointer(ident).metadata_location for ident in catalog.list_tables("shop")}
 
 
@@ -137,7 +138,7 @@ def test_an_upsert_table_that_needs_an_unpartitioned_spec_says_so(tmp_path):
     config = parse_config(config_data(tmp_path, [table]))
     schema = Schema(NestedField(1, "id", LongType(), required=True), NestedField(2, "ts", TimestamptzType()),
                     identifier_field_ids=[1])
-    with Catalog(config.catalog.connection_uri(), config.catalog.warehouse) as catalog:  # created by another tool
+    with SqlCatalog(config.catalog.connection_uri(), config.catalog.warehouse) as catalog:  # created by another tool
         catalog.create_namespace("shop")
         catalog.create_table("shop.upserts", schema, build_partition_spec(schema, [("day", "ts")]),
                              UNSORTED_SORT_ORDER, {})
@@ -153,7 +154,7 @@ def test_a_table_property_the_writers_refuse_fails_at_start_not_at_the_first_bat
 
     config = parse_config(config_data(tmp_path, [orders("shop.lzo")]))
     create_tables(config)
-    with Catalog(config.catalog.connection_uri(), config.catalog.warehouse) as catalog:  # set by another engine
+    with SqlCatalog(config.catalog.connection_uri(), config.catalog.warehouse) as catalog:  # set by another engine
         commit_metadata_change(
             catalog, "shop.lzo", lambda loaded, _: loaded.metadata.set_properties({CODEC: "lzo"}),
             lambda metadata: metadata.properties.get(CODEC) == "lzo", what="property change")

@@ -15,7 +15,8 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.operations.row_delta import RowDelta
 from service.cli import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, main
 from service.local_kafka import free_port
@@ -38,7 +39,7 @@ def registered_table(tmp_path: Path) -> tuple[list[str], HandWrittenTable]:
     table.commit(files)
     table.commit([table.write_position_deletes(files[0], [0])], "delete")
     uri = f"sqlite:///{tmp_path / 'catalog.db'}"
-    catalog = Catalog(uri, str(warehouse))
+    catalog = SqlCatalog(uri, str(warehouse))
     catalog.create_namespace("db")
     catalog.register_table("db.people", table.metadata_location)
     return ["table", "--catalog-uri", uri, "--warehouse", str(warehouse)], table
@@ -83,7 +84,7 @@ def test_table_upgrade_to_v3_keeps_rows_and_files_shows_deletion_vectors(registe
     assert "already at format version 3" in capsys.readouterr().out
 
     uri, warehouse = base[2], base[4]
-    with Catalog(uri, warehouse) as catalog:
+    with SqlCatalog(uri, warehouse) as catalog:
         commit_table = CommitTable(catalog, "db.people", FileIO.for_location(table.metadata_location))
         [task] = [t for t in TableScan(commit_table.io, commit_table.metadata()).plan_files() if t.position_deletes]
         data_file = task.data_file

@@ -8,7 +8,8 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from service.cli import EXIT_OK, main
 from service.compact_command import compaction_options, run_compactor
 from service.config import parse_config
@@ -53,7 +54,7 @@ def _small_files_table(tmp_path: Path) -> tuple[HandWrittenTable, Catalog, Path]
         rows = pa.table({"id": pa.array(range(start, start + 10), pa.int64()), "v": [str(i) for i in range(10)]})
         table.commit(table.write_data(rows))
     uri = f"sqlite:///{tmp_path / 'catalog.db'}"
-    catalog = Catalog(uri, str(warehouse))
+    catalog = SqlCatalog(uri, str(warehouse))
     catalog.create_namespace("db")
     catalog.register_table("db.small", table.metadata_location)
     path = tmp_path / "floe.yaml"

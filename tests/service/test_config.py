@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from ingest.kafka_columns import check_kafka_source
+from ingest.tasks.kafka_columns import check_kafka_source
 from service.config import (
     ConfigError,
     FloeConfig,

@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from table.io import FileIO
 from table.scan import TableScan
 
@@ -42,7 +43,7 @@ def test_demo_summary_matches_the_table(tmp_path):
     assert summary_value(out, "compaction").startswith("success")
 
     uri, warehouse = f"sqlite:///{work / 'catalog.db'}", str(work / "warehouse")
-    with Catalog(uri, warehouse) as catalog:
+    with SqlCatalog(uri, warehouse) as catalog:
         loaded = catalog.load_table("shop.orders")
     table = TableScan(FileIO.for_location(loaded.metadata_location), loaded.metadata).to_arrow()
     assert table.num_rows == rows > 0

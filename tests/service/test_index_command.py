@@ -11,7 +11,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.key_index.manifest import KEY_INDEX_PROPERTY, IndexManifest
 from commit.key_index.segments import POS
 from commit.key_index.store import (
@@ -37,7 +38,7 @@ def _table(tmp_path: Path, *, key: bool = True,
     two data files and a position delete."""
     uri, warehouse = f"sqlite:///{tmp_path / 'catalog.db'}", tmp_path / "wh"
     warehouse.mkdir()
-    catalog = Catalog(uri, str(warehouse))
+    catalog = SqlCatalog(uri, str(warehouse))
     catalog.create_namespace("db")
     schema = Schema(*SCHEMA.fields, identifier_field_ids=(1,) if key else ())
     loaded = catalog.create_table("db.t", schema, properties=properties)

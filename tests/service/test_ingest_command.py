@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from commit.catalog import Catalog
-from ingest.decoding import AvroFormat, ConfluentAvroFormat, JsonFormat
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
+from ingest.tasks.decoding import AvroFormat, ConfluentAvroFormat, JsonFormat
 from ingest.job import SortTerm, job_from_json, job_to_json
 from service.config import ConfigError, parse_config
 from service.ingest_command import EXIT_OK, EXIT_STOPPED, IngestReadiness, run_ingest_service
@@ -64,7 +65,7 @@ def events_config(tmp: Path, bootstrap: str, topic: str, **overrides: Any) -> di
 
 
 def read_rows(tmp: Path, identifier: str = "db.events") -> tuple[dict, Any]:
-    with Catalog(f"sqlite:///{tmp / 'catalog.db'}", str(tmp / "warehouse")) as catalog:
+    with SqlCatalog(f"sqlite:///{tmp / 'catalog.db'}", str(tmp / "warehouse")) as catalog:
         loaded = catalog.load_table(identifier)
     scan = TableScan(FileIO.for_location(loaded.metadata_location), loaded.metadata)
     return normalized(scan.to_arrow()), loaded.metadata
@@ -189,7 +190,7 @@ def test_a_schema_left_to_avro_is_refused_naming_the_key(tmp_path):
 
 def test_readiness_needs_active_queries_with_recent_commits():
     registry = CollectorRegistry()
-    from ingest.metrics import IngestMetrics
+    from ingest.driver.metrics import IngestMetrics
 
     metrics = IngestMetrics(registry)
     now = [1_000.0]
@@ -217,7 +218,7 @@ def test_readiness_needs_active_queries_with_recent_commits():
 def test_a_restart_behind_an_old_commit_gets_the_full_grace_period():
     """The last-commit gauge is seeded from the table: hours old after a restart, with a backlog."""
     registry = CollectorRegistry()
-    from ingest.metrics import IngestMetrics
+    from ingest.driver.metrics import IngestMetrics
 
     metrics = IngestMetrics(registry)
     now = [10_000.0]
@@ -235,7 +236,7 @@ def test_a_restart_behind_an_old_commit_gets_the_full_grace_period():
 def test_an_idle_caught_up_pipeline_stays_ready_and_an_unreachable_kafka_is_not():
     """Lag 0 and no new data: old commits must not make Kubernetes mark the pod NotReady."""
     registry = CollectorRegistry()
-    from ingest.metrics import IngestMetrics
+    from ingest.driver.metrics import IngestMetrics
 
     metrics = IngestMetrics(registry)
     now = [1_000.0]

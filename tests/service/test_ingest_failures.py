@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from service.cli import EXIT_FAILED
 from service.local_kafka import free_port
 from table.schema import Schema
@@ -81,7 +82,7 @@ def test_a_poison_record_under_the_fail_policy_is_one_line(tmp_path, kafka_boots
 def test_a_table_that_no_longer_fits_its_configuration_is_one_line(tmp_path, kafka_bootstrap, new_topic):
     topic = new_topic("mismatch", partitions=1)
     uri, warehouse = f"sqlite:///{tmp_path / 'catalog.db'}", str(tmp_path / "warehouse")
-    with Catalog(uri, warehouse) as catalog:
+    with SqlCatalog(uri, warehouse) as catalog:
         catalog.create_namespace("db")
         other = Schema(NestedField(1, "id", StringType(), required=True), NestedField(2, "total", LongType()))
         catalog.create_table("db.events", other)

@@ -8,9 +8,9 @@ import uuid
 from pathlib import Path
 from typing import Any, Optional
 
-from commit.rest.auth import ClientCredentials, OAuthTokens, Token, client_credentials_token
-from commit.rest.catalog import RestCatalog
-from commit.rest.client import RestClient
+from commit.catalog.rest.auth import ClientCredentials, OAuthTokens, Token, client_credentials_token
+from commit.catalog.rest.catalog import RestCatalog
+from commit.catalog.rest.client import RestClient
 from service.cli import EXIT_OK, main
 from service.config import load_config
 from service.jobs import catalog_spec

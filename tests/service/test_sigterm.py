@@ -33,7 +33,8 @@ from typing import Any, Optional
 import pytest
 import yaml
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from commit.exactly_once import committed_batch
 from service.ingest_command import EXIT_OK, EXIT_STOPPED
 from tests.ingest.e2e_support import REPO, Delivered, change_events, expected_table, produce
@@ -239,7 +240,7 @@ def assert_table_is_committed_prefix(tmp: Path, topic: str, delivered: list[Deli
 def table_exists(tmp: Path) -> bool:
     if not (tmp / "catalog.db").exists():
         return False
-    with Catalog(f"sqlite:///{tmp / 'catalog.db'}", str(tmp / "warehouse")) as catalog:
+    with SqlCatalog(f"sqlite:///{tmp / 'catalog.db'}", str(tmp / "warehouse")) as catalog:
         return catalog.table_exists(TABLE)
 
 

@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 import yaml
 
-from commit.catalog import Catalog
+from commit.catalog.base import Catalog
+from commit.catalog.sql.catalog import SqlCatalog
 from ingest.skips import SKIPPED_RECORDS, RecordRef
 from service.cli import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, main
 from service.config import load_config
@@ -121,7 +122,7 @@ def skip_config(tmp: Path, bootstrap: str, topic: str, reader: str) -> Path:
 
 def table_state(tmp: Path, identifier: str) -> tuple[list[tuple[int, str]], list[dict[str, str]]]:
     """The table's rows (id, name), sorted, and its snapshots' summaries, oldest first."""
-    with Catalog(f"sqlite:///{tmp / 'catalog.db'}", str(tmp / "warehouse")) as catalog:
+    with SqlCatalog(f"sqlite:///{tmp / 'catalog.db'}", str(tmp / "warehouse")) as catalog:
         loaded = catalog.load_table(identifier)
     metadata = loaded.metadata
     rows = TableScan(FileIO.for_location(loaded.metadata_location), metadata).to_arrow().to_pylist()

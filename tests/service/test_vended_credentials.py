@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from commit.rest.catalog import RestCatalog
-from commit.rest.options import RestOptions
+from commit.catalog.rest.catalog import RestCatalog
+from commit.catalog.rest.options import RestOptions
 from table.io import FileIO, FileIOError, _s3_fs
 from table.object_store import CREDENTIAL_VARIABLES
 from table.storage_credentials import VENDED

@@ -1,0 +1,118 @@
+"""Writer schemas of Confluent-framed Avro messages, by schema id.
+
+Two sources: a Confluent-compatible schema registry, of which only
+``GET /schemas/ids/{id}`` is needed (so a small stdlib client keeps executors
+free of the registry client's extra dependencies), and a local directory of
+``<id>.avsc`` files.
+
+The two failure kinds are kept apart on purpose. An id the source does not
+know is a property of the record: :class:`UnknownSchemaError` sends it to the
+dead letters. A registry that cannot be reached, or refuses us, is not:
+:class:`RegistryUnavailableError` fails the batch so that Spark retries it,
+instead of an outage dead-lettering a whole topic.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Protocol
+
+from ingest.tasks.record_errors import DecodeError
+
+_ACCEPT = "application/vnd.schemaregistry.v1+json, application/json"
+
+
+class UnknownSchemaError(DecodeError):
+    """The message names a schema id its schema source does not have."""
+
+    def __init__(self, reason: str, field: str | None = None, schema_id: int = -1) -> None:
+        super().__init__(reason, field)
+        self.schema_id = schema_id
+
+    @classmethod
+    def for_id(cls, schema_id: int, where: str) -> UnknownSchemaError:
+        return cls(f"unknown schema id {schema_id} (not in {where})", None, schema_id)
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.reason, self.field, self.schema_id))
+
+
+class RegistryUnavailableError(RuntimeError):
+    """The schema registry could not answer; the batch fails and is retried."""
+
+
+class WriterSchemas(Protocol):
+    """Where writer schemas come from."""
+
+    def schema_text(self, schema_id: int) -> str:
+        """The Avro schema (JSON text) registered under ``schema_id``."""
+        ...
+
+
+class SchemaRegistryClient:
+    """Reads schemas by id from a Confluent-compatible registry over HTTP(S).
+
+    Credentials in the URL (``https://user:secret@host``) are sent as HTTP
+    basic auth, as the Confluent clients do.
+    """
+
+    def __init__(self, url: str, timeout: float = 10.0) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self._headers = {"Accept": _ACCEPT}
+        if parts.username is not None:
+            user = urllib.parse.unquote(parts.username)
+            secret = urllib.parse.unquote(parts.password or "")
+            token = base64.b64encode(f"{user}:{secret}".encode()).decode()
+            self._headers["Authorization"] = f"Basic {token}"
+            parts = parts._replace(netloc=(parts.hostname or "") + (f":{parts.port}" if parts.port else ""))
+        self._base = urllib.parse.urlunsplit(parts).rstrip("/")
+        self._timeout = timeout
+
+    @property
+    def url(self) -> str:
+        """The registry's base URL, without credentials."""
+        return self._base
+
+    def schema_text(self, schema_id: int) -> str:
+        request = urllib.request.Request(f"{self._base}/schemas/ids/{schema_id}", headers=self._headers)
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout) as response:
+                body = json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                raise UnknownSchemaError.for_id(schema_id, f"schema registry {self._base}") from None
+            raise RegistryUnavailableError(
+                f"schema registry {self._base} answered HTTP {exc.code} for schema id {schema_id}"
+            ) from exc
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise RegistryUnavailableError(
+                f"schema registry {self._base} failed for schema id {schema_id}: {exc}"
+            ) from exc
+        return _avro_schema(body, schema_id)
+
+
+def _avro_schema(body: object, schema_id: int) -> str:
+    if not isinstance(body, dict) or not isinstance(body.get("schema"), str):
+        raise RegistryUnavailableError(f"schema registry answer for id {schema_id} has no 'schema' text")
+    kind = body.get("schemaType", "AVRO")
+    if kind != "AVRO":
+        raise DecodeError(f"schema id {schema_id} is a {kind} schema, not Avro")
+    return body["schema"]
+
+
+class SchemaDirectory:
+    """Reads schemas from ``<dir>/<id>.avsc``; the directory must exist on every executor."""
+
+    def __init__(self, path: str) -> None:
+        self._path = Path(path)
+
+    def schema_text(self, schema_id: int) -> str:
+        try:
+            return (self._path / f"{schema_id}.avsc").read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UnknownSchemaError.for_id(schema_id, f"schema directory {self._path}") from None
