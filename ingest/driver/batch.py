@@ -84,16 +84,8 @@ from ingest.tasks.indexed_writer import (
     write_index_segments,
     write_indexed,
 )
-from ingest.tasks.writer import (
-    WRITTEN_DDL,
-    BatchFiles,
-    WriteTask,
-    file_counts,
-    keys_determine_partition,
-    read_stats,
-    read_written,
-    write_files,
-)
+from ingest.tasks.output import OUTPUT_DDL, BatchFiles, file_counts, read_stats, read_written
+from ingest.tasks.writer import WriteTask, keys_determine_partition, write_files
 from table import properties
 from table.io import FileIO, FileIOError
 from table.metadata import TableMetadata
@@ -258,7 +250,7 @@ class BatchProcessor:
             self._write_path = "direct"
             write = WriteTask.for_table(metadata, (), clustered=False, sorted_by_order=False)
             task = DirectTask(self._table.decode, write, self._table.identifier, fail)
-            out = source.map(partial(decode_and_write, task=task), WRITTEN_DDL, self._headers).toArrow()
+            out = source.map(partial(decode_and_write, task=task), OUTPUT_DDL, self._headers).toArrow()
         elif self._position_deletes(metadata):
             start = plan_index(
                 FileIO.for_location(metadata.location), metadata, self._equality_ids(metadata), self._table.identifier
@@ -390,11 +382,11 @@ class BatchProcessor:
         if keys:
             rows = rows.sortWithinPartitions(*keys)
         task = WriteTask.for_table(metadata, (), clustered=bool(spec.fields), sorted_by_order=sortable and bool(order))
-        written = map_in_arrow(rows, partial(write_indexed, task=task, plan=start.plan), WRITTEN_DDL)
+        written = map_in_arrow(rows, partial(write_indexed, task=task, plan=start.plan), OUTPUT_DDL)
         if 0 < self._last_changes <= DRIVER_INDEX_WRITE_MAX_CHANGES:
             return write_index_segments_here(written.toArrow(), start.plan)
         segments = map_in_arrow(
-            written.repartition(F.col("bucket")), partial(write_index_segments, plan=start.plan), WRITTEN_DDL
+            written.repartition(F.col("bucket")), partial(write_index_segments, plan=start.plan), OUTPUT_DDL
         )
         return segments.toArrow()
 
@@ -415,7 +407,7 @@ class BatchProcessor:
         """The batch written by its decode tasks; None (its files deleted) when a key was in two tasks."""
         write = WriteTask.for_table(metadata, (), clustered=False, sorted_by_order=False)
         task = DirectUpsertTask(frame, write, start.plan)
-        out = source.map(partial(decode_reduce_and_write, task=task), WRITTEN_DDL, self._headers).toArrow()
+        out = source.map(partial(decode_reduce_and_write, task=task), OUTPUT_DDL, self._headers).toArrow()
         repeated = keys_in_two_tasks(out)
         if repeated == 0:
             self._write_path = "direct-upsert"
@@ -469,7 +461,7 @@ class BatchProcessor:
         task = WriteTask.for_table(
             metadata, equality_ids, clustered=bool(spec.fields), sorted_by_order=sortable and bool(order)
         )
-        return map_in_arrow(rows, partial(write_files, task=task), WRITTEN_DDL).toArrow()
+        return map_in_arrow(rows, partial(write_files, task=task), OUTPUT_DDL).toArrow()
 
     def _dead_letters(self, df: Any, stats: BatchStats) -> None:
         """Produce the batch's bad records (decoded again, with their headers) to the dead-letter topic."""

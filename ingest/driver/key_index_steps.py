@@ -38,14 +38,8 @@ from commit.key_index.operation import KeyIndexUpdate
 from commit.key_index.rebuild import build_index, live_files
 from commit.key_index.segments import FILE, POS
 from commit.key_index.store import current_manifest, index_location
-from ingest.tasks.indexed_writer import (
-    DV_POSITIONS,
-    INDEX_SEGMENT,
-    REFERENCED,
-    IndexPlan,
-    segment_rows,
-    take_entries,
-)
+from ingest.tasks.indexed_writer import IndexPlan, segment_rows, take_entries
+from ingest.tasks.output import DV_POSITIONS, INDEX_SEGMENT, REFERENCED, ipc_table, payloads_of
 from table import properties
 from table.deletes.writers import DeletionVectorWriter
 from table.io import FileIO
@@ -158,20 +152,18 @@ def read_referenced(rows: pa.Table) -> frozenset[str]:
     """The data files the batch's position deletes point at: the commit checks they are still live
     (a compaction that replaced one meanwhile would leave the key's row undeleted in its new file)."""
     found: set[str] = set()
-    for kind, payload in zip(rows.column("kind").to_pylist(), rows.column("payload").to_pylist()):
-        if kind == REFERENCED:
-            found.update(json.loads(payload))
+    for payload in payloads_of(rows, REFERENCED):
+        found.update(json.loads(payload))
     return frozenset(found)
 
 
 def read_index_changes(rows: pa.Table) -> tuple[list[BucketChange], float]:
     """The ``index_segment`` rows of the batch's output, and the seconds spent writing them."""
     changes, seconds = [], 0.0
-    for kind, payload in zip(rows.column("kind").to_pylist(), rows.column("payload").to_pylist()):
-        if kind == INDEX_SEGMENT:
-            change, took = pickle.loads(payload)
-            changes.append(change)
-            seconds += took
+    for payload in payloads_of(rows, INDEX_SEGMENT):
+        change, took = pickle.loads(payload)
+        changes.append(change)
+        seconds += took
     return changes, seconds
 
 
@@ -186,11 +178,7 @@ def write_batch_vectors(
     tasks deleted from it (an unpartitioned table's lookup tasks split by key,
     not by file).
     """
-    parts = [
-        pa.ipc.open_stream(p).read_all()
-        for k, p in zip(rows.column("kind").to_pylist(), rows.column("payload").to_pylist())
-        if k == DV_POSITIONS
-    ]
+    parts = [ipc_table(p) for p in payloads_of(rows, DV_POSITIONS)]
     if not parts:
         return [], []
     deleted = pa.concat_tables(parts)

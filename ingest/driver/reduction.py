@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ingest.tasks.frame import STATS_COLUMN
 from ingest.tasks.latest_change import KAFKA_ORDER
+from ingest.tasks.output import side_row_columns
 
 _RANK = "_floe_rank"
 
@@ -53,8 +53,7 @@ def reduce_to_latest(rows: Any, key_paths: Sequence[str], cluster_by: Sequence[s
     if not key_paths:
         raise ValueError("upsert reduction needs key columns")
     partition = [F.col(quoted(c)) for c in cluster_by] + [F.col(key_column(p)) for p in key_paths]
-    if STATS_COLUMN in rows.columns:
-        partition.append(F.col(STATS_COLUMN))
+    partition += [F.col(quoted(c)) for c in side_row_columns(rows.columns)]
     order = [F.col(quoted(c)).desc() for c in KAFKA_ORDER]
     window = Window.partitionBy(*partition).orderBy(*order)
     ranked = rows.withColumn(_RANK, F.row_number().over(window))

@@ -37,15 +37,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from commit.key_index.segments import keys_of
 from ingest.tasks.decode_records import DecodeSpec
-from ingest.tasks.frame import STATS_COLUMN, FrameSpec, TaskStats, decode_frame, decoded_batches
+from ingest.tasks.frame import FrameSpec, TaskStats, decode_frame, decoded_batches
 from ingest.tasks.indexed_writer import IndexPlan, look_up_changes, write_indexed
 from ingest.tasks.latest_change import latest_positions
+from ingest.tasks.output import split_side_rows, stats_batch, written_batch
 from ingest.tasks.transport import table_batch
-from ingest.tasks.writer import WriteTask, stats_batch, task_writer, written_batch
+from ingest.tasks.writer import WriteTask, task_writer
 from table.parquet.writer import abort_after
 
 
@@ -101,10 +101,9 @@ def _latest_of_task(batches: Iterator[pa.RecordBatch], plan: IndexPlan) -> Itera
     """
     rows, stats = [], []
     for batch in batches:
-        is_stats = batch.column(STATS_COLUMN).is_valid()
-        if pc.any(is_stats).as_py():
-            stats.append(batch.filter(is_stats))
-            batch = batch.filter(pc.invert(is_stats))
+        side, batch = split_side_rows(batch)
+        if side is not None:
+            stats.append(side)
         if batch.num_rows:
             rows.append(batch)
     if rows:

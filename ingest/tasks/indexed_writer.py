@@ -63,8 +63,20 @@ from ingest.tasks.frame import (
     FrameSpec,
     decode_frame,
 )
+from ingest.tasks.output import (
+    DV_POSITIONS,
+    INDEX_ENTRIES,
+    INDEX_SEGMENT,
+    REFERENCED,
+    ipc_payload,
+    ipc_table,
+    split_kind,
+    stats_batch,
+    written_batch,
+    written_rows,
+)
 from ingest.tasks.transport import table_batch
-from ingest.tasks.writer import TaskWriter, WriteTask, stats_batch, task_prefix, write_all, written_batch, written_rows
+from ingest.tasks.writer import TaskWriter, WriteTask, task_prefix, write_all
 from table.arrow_schema import cast_to_schema
 from table.deletes.writers import PositionDeleteWriter
 from table.io import FileIO
@@ -75,8 +87,6 @@ from table.schema import Schema, schema_from_json
 
 log = logging.getLogger("floe.ingest")
 
-INDEX_ENTRIES, INDEX_SEGMENT, REFERENCED = "index_entries", "index_segment", "referenced_data_files"
-DV_POSITIONS = "dv_positions"  # v3: deleted (file, pos) of a write task, for the driver's deletion vectors
 _DELETE_ROUTE = b"\x1d"  # routing keys of delete rows: never a data row's partition key
 _BUCKET = "__floe_bucket"
 
@@ -385,7 +395,7 @@ def write_indexed(batches: Iterator[pa.RecordBatch], task: WriteTask, plan: Inde
         )
     if writer.vector_positions:
         positions = pa.concat_tables(writer.vector_positions)
-        yield written_rows([DV_POSITIONS], [_ipc(positions)], [positions.num_rows], [0])
+        yield written_rows([DV_POSITIONS], [ipc_payload(positions)], [positions.num_rows], [0])
     if entries:
         yield index_entry_rows(entries)
     if stats:
@@ -426,18 +436,10 @@ def index_entry_rows(entries: dict[int, pa.Table]) -> pa.RecordBatch:
     kinds, payloads, records, buckets = [], [], [], []
     for bucket, table in sorted(entries.items()):
         kinds.append(INDEX_ENTRIES)
-        payloads.append(_ipc(table))
+        payloads.append(ipc_payload(table))
         records.append(table.num_rows)
         buckets.append(bucket)
     return written_rows(kinds, payloads, records, [0] * len(kinds), buckets)
-
-
-def _ipc(table: pa.Table) -> bytes:
-    """``table`` as an Arrow IPC stream: how a task hands rows to the driver in its output."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as stream:
-        stream.write_table(table)
-    return sink.getvalue().to_pybytes()
 
 
 # ---------------------------------------------------------------------------
@@ -459,11 +461,10 @@ def write_index_segments(batches: Iterator[pa.RecordBatch], plan: IndexPlan) -> 
 
 def take_entries(batch: pa.RecordBatch, entries: dict[int, list[pa.Table]]) -> pa.RecordBatch:
     """``batch`` without its ``index_entries`` rows, whose tables are added to ``entries`` by bucket."""
-    is_entries = pc.equal(batch.column("kind"), INDEX_ENTRIES).fill_null(False)
-    part = batch.filter(is_entries)
+    part, others = split_kind(batch, INDEX_ENTRIES)
     for payload, bucket in zip(part.column("payload").to_pylist(), part.column("bucket").to_pylist()):
-        entries.setdefault(bucket, []).append(pa.ipc.open_stream(payload).read_all())
-    return batch.filter(pc.invert(is_entries))
+        entries.setdefault(bucket, []).append(ipc_table(payload))
+    return others
 
 
 def segment_rows(entries: dict[int, list[pa.Table]], plan: IndexPlan, threads: int = 1) -> pa.RecordBatch | None:

@@ -19,55 +19,36 @@ table's writer options (roll at ``write.target-file-size-bytes``, deletes at
 fan-out writer. With clustered input a partition's files are closed as soon
 as its rows are done, so memory holds one row group buffer, not one per
 partition. Only serialized ``DataFile`` metadata leaves
-the task (:data:`WRITTEN_SCHEMA`); on failure every file the task wrote is
+the task (:mod:`ingest.tasks.output`); on failure every file the task wrote is
 deleted before the error propagates.
 """
 
 from __future__ import annotations
 
 import json
-import pickle
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.tasks.changes import ChangeKind
 from ingest.tasks.decode_records import OP_COLUMN
-from ingest.tasks.frame import STATS_COLUMN, stats_rows
+from ingest.tasks.output import stats_batch, take_stats, written_batch
 from ingest.tasks.transport import table_batch
 from table.arrow_schema import cast_to_schema
 from table.deletes.writers import EqualityDeleteWriter
 from table.io import FileIO
 from table.locations import data_location
-from table.manifest import DataFile, DataFileContent
+from table.manifest import DataFile
 from table.metadata import TableMetadata
 from table.parquet.partitioned import PartitionedWriter
 from table.parquet.writer import DataFileWriter, FileNameFactory, WriterOptions, abort_after, abort_all
 from table.partitioning import PartitionSpec, partition_spec_from_json
 from table.schema import Schema, schema_from_json
 
-DATA, EQUALITY_DELETES, DELETED_KEYS, STATS = "data", "equality_deletes", "deleted_keys", "stats"
-POSITION_DELETES = "position_deletes"
-DELETION_VECTORS = "deletion_vectors"  # a metrics label: the Puffin files of a v3 batch's DVs
-WRITTEN_SCHEMA = pa.schema(
-    [
-        ("kind", pa.string()),
-        ("payload", pa.binary()),
-        ("records", pa.int64()),
-        ("bytes", pa.int64()),
-        ("bucket", pa.int32()),
-    ]
-)
-"""One row per written file (``payload`` is the pickled ``DataFile``), one
-``deleted_keys`` row per task counting the keys it deleted, and the ``stats``
-rows of the decode tasks (``payload`` is their JSON). Under the position
-delete strategy also key index rows (:mod:`ingest.tasks.indexed_writer`), which
-alone set ``bucket``."""
 T = TypeVar("T")
-WRITTEN_DDL = "kind string, payload binary, records long, bytes long, bucket int"
 
 
 @dataclass(frozen=True)
@@ -242,16 +223,6 @@ def write_all(batches: Iterator[pa.RecordBatch], writer: TaskWriter, finish: Cal
         raise
 
 
-def take_stats(batch: pa.RecordBatch, payloads: list[bytes]) -> pa.RecordBatch:
-    """``batch`` without its stats rows, whose payloads are appended to ``payloads``."""
-    index = batch.schema.get_field_index(STATS_COLUMN)
-    if index < 0 or batch.column(index).null_count == batch.num_rows:
-        return batch
-    is_stats = batch.column(index).is_valid()
-    payloads.extend(batch.filter(is_stats).column(index).to_pylist())
-    return batch.filter(pc.invert(is_stats))
-
-
 def task_writer(task: WriteTask) -> TaskWriter:
     """The writer of the current Spark task (its files are named after the task attempt)."""
     return TaskWriter(task, FileIO.for_location(task.data_location), FileNameFactory(task_prefix()))
@@ -268,107 +239,3 @@ def task_prefix() -> str:
     if context is None:
         return "00000-0"
     return f"{context.partitionId():05d}-{context.taskAttemptId()}"
-
-
-def written_batch(data: Sequence[DataFile], deletes: Sequence[DataFile], deleted_keys: int) -> pa.RecordBatch:
-    files = [(DATA, f) for f in data] + [(_delete_kind(f), f) for f in deletes]
-    kinds = [k for k, _ in files] + [DELETED_KEYS]
-    payloads = [pickle.dumps(f) for _, f in files] + [b""]
-    records = [f.record_count for _, f in files] + [deleted_keys]
-    sizes = [f.file_size_in_bytes for _, f in files] + [0]
-    return written_rows(kinds, payloads, records, sizes)
-
-
-def _delete_kind(delete_file: DataFile) -> str:
-    return POSITION_DELETES if delete_file.content == DataFileContent.POSITION_DELETES else EQUALITY_DELETES
-
-
-def stats_batch(payloads: Sequence[bytes]) -> pa.RecordBatch:
-    n = len(payloads)
-    return written_rows([STATS] * n, payloads, [0] * n, [0] * n)
-
-
-def written_rows(
-    kinds: Sequence[str],
-    payloads: Sequence[bytes],
-    records: Sequence[int],
-    sizes: Sequence[int],
-    buckets: Sequence[int | None] | None = None,
-) -> pa.RecordBatch:
-    """Rows of :data:`WRITTEN_SCHEMA`."""
-    n = len(kinds)
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array(kinds, pa.string()),
-            pa.array(payloads, pa.binary()),
-            pa.array(records, pa.int64()),
-            pa.array(sizes, pa.int64()),
-            pa.array(buckets if buckets is not None else [None] * n, pa.int32()),
-        ],
-        schema=WRITTEN_SCHEMA,
-    )
-
-
-class BatchFiles(NamedTuple):
-    """What the write tasks of one batch produced, gathered on the driver."""
-
-    data_files: list[DataFile]
-    delete_files: list[DataFile]
-    deleted_keys: int
-    replaced_deletes: tuple[DataFile, ...] = ()  # v3: the DVs (or position deletes) the new DVs replace
-
-    @property
-    def paths(self) -> list[str]:
-        return [f.file_path for f in (*self.data_files, *self.delete_files)]
-
-    def records_committed(self) -> int:
-        """Data rows plus deleted keys: what the records-committed metric counts."""
-        return self.records(DataFileContent.DATA) + self.deleted_keys
-
-    def records(self, content: DataFileContent) -> int:
-        files = self.data_files if content == DataFileContent.DATA else self.delete_files
-        return sum(f.record_count for f in files)
-
-    def bytes(self, content: DataFileContent) -> int:
-        files = self.data_files if content == DataFileContent.DATA else self.delete_files
-        return sum(f.file_size_in_bytes for f in files)
-
-
-def read_written(rows: pa.Table) -> BatchFiles:
-    """The files and counts in the write tasks' output (:data:`WRITTEN_SCHEMA` rows; other kinds ignored)."""
-    data: list[DataFile] = []
-    deletes: list[DataFile] = []
-    deleted = 0
-    for kind, payload, records in zip(
-        rows.column("kind").to_pylist(), rows.column("payload").to_pylist(), rows.column("records").to_pylist()
-    ):
-        if kind == DELETED_KEYS:
-            deleted += records
-        elif kind == DATA:
-            data.append(pickle.loads(payload))
-        elif kind in (EQUALITY_DELETES, POSITION_DELETES):
-            deletes.append(pickle.loads(payload))
-    return BatchFiles(data, deletes, deleted)
-
-
-def read_stats(rows: pa.Table) -> list[dict[str, Any]]:
-    """The decode tasks' aggregate rows in the write output, for :func:`ingest.driver.offset_accounting.batch_stats`."""
-    payloads = [p for k, p in zip(rows.column("kind").to_pylist(), rows.column("payload").to_pylist()) if k == STATS]
-    return stats_rows(payloads)
-
-
-def file_counts(files: BatchFiles) -> Mapping[str, tuple[int, int]]:
-    """content label -> (files, bytes), for the files-written metrics.
-
-    A v3 batch's deletion vectors share Puffin files, and each DV's entry carries its Puffin file's whole size:
-    they count once per Puffin file, under their own label, never as position delete files."""
-    counts = {DATA: (len(files.data_files), files.bytes(DataFileContent.DATA))}
-    for kind, content in (
-        (EQUALITY_DELETES, DataFileContent.EQUALITY_DELETES),
-        (POSITION_DELETES, DataFileContent.POSITION_DELETES),
-    ):
-        of_kind = [f for f in files.delete_files if f.content == content and not f.is_deletion_vector]
-        counts[kind] = (len(of_kind), sum(f.file_size_in_bytes for f in of_kind))
-    puffins = {f.file_path: f.file_size_in_bytes for f in files.delete_files if f.is_deletion_vector}
-    counts[DELETION_VECTORS] = (len(puffins), sum(puffins.values()))
-    return counts

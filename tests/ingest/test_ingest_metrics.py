@@ -149,7 +149,7 @@ def test_every_record_error_class_is_a_seeded_reason():
 
 
 def test_deletion_vectors_count_once_per_puffin_file_under_their_own_label(tmp_path: Path):
-    from ingest.tasks.writer import BatchFiles, file_counts
+    from ingest.tasks.output import BatchFiles, file_counts
     from table.deletes.writers import DeletionVectorWriter
     from table.io import FileIO
 

@@ -7,7 +7,7 @@ import pyarrow as pa
 from commit.key_index.segments import FILE, POS
 from ingest.driver.key_index_steps import keys_in_two_tasks
 from ingest.tasks.indexed_writer import index_entry_rows
-from ingest.tasks.writer import stats_batch, written_batch
+from ingest.tasks.output import stats_batch, written_batch
 
 
 def task_output(bucket_keys: dict[int, list[int]], task: str) -> pa.Table:

@@ -25,7 +25,8 @@ from ingest.tasks.decode_records import OP_COLUMN, DecodeSpec
 from ingest.job import TableSpec
 from ingest.driver.table_setup import ensure_table
 from ingest.tasks.transport import from_transport, to_transport
-from ingest.tasks.writer import BatchFiles, WriteTask, read_written, write_files
+from ingest.tasks.writer import WriteTask, write_files
+from ingest.tasks.output import BatchFiles, read_written
 from table.arrow_schema import cast_to_schema, type_to_arrow
 from table.io import FileIO
 from table.manifest import DataFileContent
