@@ -287,7 +287,7 @@ def test_bad_tables_are_refused():
 
 
 def test_only_appends_that_need_no_clustering_or_sorting_take_the_direct_path():
-    from ingest.driver.batch import direct_path
+    from ingest.driver.write_plans import direct_path
     from table.sort_order import SortField, SortOrder
 
     plain = new_table_metadata(SCHEMA, UNPARTITIONED_SPEC, UNSORTED_SORT_ORDER, "/tmp/t")
@@ -360,10 +360,10 @@ def test_the_batch_ends_come_from_the_checkpoint_and_an_unreadable_entry_is_warn
     with SqlCatalog(f"sqlite:///{tmp_path}/c.db", str(tmp_path / "wh"), "t") as catalog:
         processor = BatchProcessor(job, job.table, catalog, IngestMetrics(CollectorRegistry()))
         with caplog.at_level(logging.WARNING, logger="floe.ingest"):
-            assert processor._planned_ends(4) == {"t": {0: 120, 1: 40}}
+            assert processor.offset_log.planned_ends(4) == {"t": {0: 120, 1: 40}}
             assert caplog.records == []
-            assert processor._planned_ends(5) == {}
-            assert processor._planned_ends(6) == {}  # no entry: process() outside a streaming query
+            assert processor.offset_log.planned_ends(5) == {}
+            assert processor.offset_log.planned_ends(6) == {}  # no entry: process() outside a streaming query
     [warning] = caplog.records
     assert "offsets/5: offset log version 'v9', expected 'v1'" in warning.getMessage()
 
