@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 import pytest
-from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.catalog.sql import SqlCatalog as PyIcebergCatalog
 
 from commit.catalog.base import Catalog
 from commit.catalog.sql.catalog import SqlCatalog
@@ -48,10 +48,10 @@ JAVA_V0_CREATE_TABLES = (
 
 
 @pytest.fixture()
-def pyiceberg_catalog(pyiceberg_uri: str, warehouse: Path) -> Iterator[SqlCatalog]:
+def pyiceberg_catalog(pyiceberg_uri: str, warehouse: Path) -> Iterator[PyIcebergCatalog]:
     """pyiceberg's catalog on a fresh database (pyiceberg creates its own tables)."""
     _make_sqlite_directory(pyiceberg_uri)
-    catalog = SqlCatalog("floe", uri=pyiceberg_uri, warehouse=warehouse.as_uri())
+    catalog = PyIcebergCatalog("floe", uri=pyiceberg_uri, warehouse=warehouse.as_uri())
     yield catalog
     catalog.close()
 
@@ -106,7 +106,7 @@ def test_pyiceberg_opens_a_floe_catalog(catalog: Catalog, pyiceberg_uri: str, wa
     shutil.copyfile(created.metadata_location, moved)
     catalog.swap_metadata_location("db.t", created.metadata_location, moved)
 
-    oracle = SqlCatalog("floe", uri=pyiceberg_uri, warehouse=warehouse.as_uri())
+    oracle = PyIcebergCatalog("floe", uri=pyiceberg_uri, warehouse=warehouse.as_uri())
     try:
         assert oracle.list_namespaces() == [("db",)]
         assert oracle.list_namespaces("db") == [("db", "sub")]
@@ -125,7 +125,7 @@ def test_pyiceberg_opens_a_floe_catalog(catalog: Catalog, pyiceberg_uri: str, wa
     assert catalog.list_namespaces() == [("db",), ("from_pyiceberg",)]
 
 
-def test_floe_opens_a_pyiceberg_catalog(pyiceberg_catalog: SqlCatalog, catalog_uri: str, warehouse: Path,
+def test_floe_opens_a_pyiceberg_catalog(pyiceberg_catalog: PyIcebergCatalog, catalog_uri: str, warehouse: Path,
                                         run_sql: Callable[..., Any]) -> None:
     pyiceberg_catalog.create_namespace("ns", {"owner": "pyiceberg"})
     pyiceberg_catalog.create_namespace("empty")
@@ -144,7 +144,7 @@ def test_floe_opens_a_v0_catalog_and_migrates_it_in_place(pyiceberg_uri: str, ca
     _make_sqlite_directory(pyiceberg_uri)
     for statement in JAVA_V0_CREATE_TABLES:
         run_sql(statement)
-    v0_client = SqlCatalog("floe", uri=pyiceberg_uri, warehouse=warehouse.as_uri())  # works in its v0 mode
+    v0_client = PyIcebergCatalog("floe", uri=pyiceberg_uri, warehouse=warehouse.as_uri())  # works in its v0 mode
     try:
         v0_client.create_namespace("ns", {"owner": "pyiceberg"})
         v0_client.create_namespace("empty")
@@ -159,7 +159,7 @@ def test_floe_opens_a_v0_catalog_and_migrates_it_in_place(pyiceberg_uri: str, ca
         assert v0_client.load_table("ns.events").metadata_location == moved
     finally:
         v0_client.close()
-    v1_client = SqlCatalog("floe", uri=pyiceberg_uri, warehouse=warehouse.as_uri())  # sees the V1 layout
+    v1_client = PyIcebergCatalog("floe", uri=pyiceberg_uri, warehouse=warehouse.as_uri())  # sees the V1 layout
     try:
         assert v1_client.load_table("ns.events").metadata_location == moved  # a NULL type is a table
         assert v1_client.list_tables("ns") == [("ns", "events")]

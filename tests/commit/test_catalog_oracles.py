@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pytest
-from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.catalog.sql import SqlCatalog as PyIcebergCatalog
 
 from commit.catalog.base import Catalog
 from commit.catalog.sql.catalog import SqlCatalog
@@ -97,7 +97,7 @@ def test_pyiceberg_sql_catalog_reads_a_floe_table_with_position_deletes(
     floe_rows = id_data(table.rows())
     assert floe_rows == [(2, "v2"), (4, "v4"), (5, "v5")]
 
-    oracle = SqlCatalog("floe", uri=pyiceberg_uri, warehouse=warehouse.as_uri())
+    oracle = PyIcebergCatalog("floe", uri=pyiceberg_uri, warehouse=warehouse.as_uri())
     try:
         loaded = oracle.load_table("db.events")
         assert loaded.metadata_location == table.metadata_location()

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import pytest
-from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.catalog.sql import SqlCatalog as PyIcebergCatalog
 
 from commit.catalog.base import Catalog
 from commit.catalog.sql.catalog import SqlCatalog
@@ -125,7 +125,7 @@ def test_pyiceberg_reads_deletion_vectors(catalog: Catalog, pyiceberg_uri: str, 
     table.commit(deletion_vectors(table, (first, [1])))
     floe_rows = id_data(table.rows())
     assert floe_rows == [(3, "v3"), (5, "v5")]
-    oracle = SqlCatalog("floe", uri=pyiceberg_uri, warehouse=warehouse.as_uri())
+    oracle = PyIcebergCatalog("floe", uri=pyiceberg_uri, warehouse=warehouse.as_uri())
     try:
         assert id_data(oracle.load_table("db.events").scan().to_arrow().to_pylist()) == floe_rows
     finally:
@@ -182,7 +182,7 @@ def test_an_upgraded_table_reads_identically_in_all_three_readers(
             assert table.ids() == expected
             java = iceberg_oracle.sql(f"SELECT id FROM {name}.db.events").column("id").to_pylist()
             assert sorted(java) == expected
-            oracle = SqlCatalog(name, uri=pyiceberg_uri, warehouse=warehouse.as_uri())
+            oracle = PyIcebergCatalog(name, uri=pyiceberg_uri, warehouse=warehouse.as_uri())
             try:
                 assert sorted(oracle.load_table("db.events").scan().to_arrow().column("id").to_pylist()) == expected
             finally:
@@ -225,7 +225,7 @@ def test_rewriting_position_deletes_folds_them_into_vectors(catalog: Catalog, py
     deletes = live_deletes(table)
     assert all(d.is_deletion_vector for d in deletes) and len(deletes) == 3  # one per data file
     assert rewrite_position_deletes(catalog, table.identifier).snapshot_id is None  # nothing left
-    oracle = SqlCatalog("floe", uri=pyiceberg_uri, warehouse=warehouse.as_uri())
+    oracle = PyIcebergCatalog("floe", uri=pyiceberg_uri, warehouse=warehouse.as_uri())
     try:
         assert sorted(oracle.load_table(table.identifier).scan().to_arrow().column("id").to_pylist()) == before
     finally:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.catalog.sql import SqlCatalog as PyIcebergCatalog
 
 from commit.catalog.base import Catalog
 from commit.catalog.sql.catalog import SqlCatalog
@@ -118,7 +118,7 @@ def test_pyiceberg_reads_a_v3_table(catalog: Catalog, pyiceberg_uri: str, wareho
     table = CommitTable.create(catalog, "db.events", properties=V3)
     table.append([1, 2, 3])
     table.append([4])
-    oracle = SqlCatalog("floe", uri=pyiceberg_uri, warehouse=warehouse.as_uri())
+    oracle = PyIcebergCatalog("floe", uri=pyiceberg_uri, warehouse=warehouse.as_uri())
     try:
         loaded = oracle.load_table("db.events")
         assert loaded.metadata.format_version == 3
