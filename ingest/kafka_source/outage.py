@@ -46,8 +46,11 @@ OUTAGE_ERRORS = frozenset(
         "COORDINATOR_NOT_AVAILABLE",
         "COORDINATOR_LOAD_IN_PROGRESS",
         # asked of a topic the metadata had just listed: a broker shutting down or not caught up yet
-        # (a deleted topic is no longer listed, so it is not asked; a task's read of it stalls, bounded)
+        # (a deleted topic is no longer listed, so it is not asked; a task's read of it stalls, bounded);
+        # the broker's answer, or librdkafka's own when its metadata has no leader for it right now
         "UNKNOWN_TOPIC_OR_PART",
+        "_UNKNOWN_PARTITION",
+        "_UNKNOWN_TOPIC",
     }
 )
 """librdkafka's errors that mean "no broker answers now" (or not yet): waited out, never a failed query."""
@@ -71,6 +74,8 @@ _CAUSES = {
     "SASL_AUTHENTICATION_FAILED": "authentication failed",
     "_SSL": "the TLS handshake failed",
     "UNKNOWN_TOPIC_OR_PART": "the broker does not know the topic or partition (yet)",
+    "_UNKNOWN_PARTITION": "no broker leads the partition right now",
+    "_UNKNOWN_TOPIC": "no broker knows the topic right now",
     "TOPIC_AUTHORIZATION_FAILED": "not authorized to read the topic",
 }
 _PREFIXES = ("Local: ", "Broker: ")

@@ -43,6 +43,12 @@ def test_the_errors_of_an_unreachable_broker_are_an_outage_and_a_refusal_is_not(
     for code in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.FENCED_LEADER_EPOCH,
                  KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.REPLICA_NOT_AVAILABLE, KafkaError._FAIL):
         assert is_outage(KafkaError(code)), KafkaError(code).name()
+    # a partition the metadata had just listed, whose leader librdkafka does not know right now (seen on the
+    # planner's watermark request while a broker was stopped or frozen: it ended the query)
+    for code in (KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC):
+        assert is_outage(KafkaError(code)), KafkaError(code).name()
+    assert in_words(KafkaError(KafkaError._UNKNOWN_PARTITION, "Failed to get watermark offsets: Local: Unknown partition")) \
+        == "no broker leads the partition right now (failed to get watermark offsets)"
     assert not is_outage(KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error"))
     assert not is_outage(KafkaError(KafkaError._TRANSPORT, "fatal", fatal=True))
     assert not is_outage(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
