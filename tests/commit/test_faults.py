@@ -89,7 +89,7 @@ def test_crash_before_the_swap_changes_nothing_lists_the_orphans_and_the_replay_
 # --------------------------------------------------------------------------
 
 
-class DiesAfterSwap(Catalog):
+class DiesAfterSwap(SqlCatalog):
     """The swap happens, then the connection dies before the answer arrives."""
 
     def swap_metadata_location(self, identifier: TableIdentifierLike, expected_location: str, new_location: str) -> None:

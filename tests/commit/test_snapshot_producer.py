@@ -174,7 +174,7 @@ def test_unknown_outcome_that_did_not_land_is_cleaned_up(catalog_uri: str, wareh
         assert Path(data_file.file_path).exists()
 
 
-class DiesAfterSwap(Catalog):
+class DiesAfterSwap(SqlCatalog):
     """The database applies the swap, then the connection dies before the answer arrives."""
 
     def swap_metadata_location(self, identifier: TableIdentifierLike, expected_location: str, new_location: str) -> None:
@@ -204,7 +204,7 @@ def test_unknown_outcome_that_landed_is_a_success(catalog_uri: str, warehouse: P
         assert all(Path(p).exists() for p in producer.written_files())
 
 
-class UnreachableAfterUnknown(Catalog):
+class UnreachableAfterUnknown(SqlCatalog):
     """The swap's outcome is unknown and the database stays unreachable for every check."""
 
     failing = False
