@@ -135,18 +135,18 @@ def commit_batch(
             error.add_note(f"batch {batch_id} of writer {writer_id!r}: files written by this commit and kept: {left}")
         raise
     if indexed is not None:
-        _delete_obsolete(indexed.obsolete)
+        _delete_obsolete(producer.io, indexed.obsolete)
     return BatchCommitResult(
         BatchCommitStatus.COMMITTED, snapshot, guard.attempts, None if indexed is None else indexed.manifest
     )
 
 
-def _delete_obsolete(paths: Sequence[str]) -> None:
+def _delete_obsolete(io: FileIO, paths: Sequence[str]) -> None:
     """Index files the new index no longer names: nothing reads them once the commit has landed."""
     if not paths:
         return
     try:
-        FileIO.for_location(paths[0]).delete_many(paths)
+        io.delete_many(list(paths))
     except Exception as error:  # noqa: BLE001 - the commit has landed: a leftover file is only garbage
         log.warning("could not delete %d replaced key index files: %s", len(paths), error)
 

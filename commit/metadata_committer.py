@@ -162,14 +162,15 @@ class MetadataCommitter:
     def _prepare(self, loaded: LoadedTable, updated: TableMetadata, attempt: int) -> tuple[str, TableMetadata]:
         """The attempt, staged by the catalog (its metadata file written, or :data:`SERVER_WRITTEN` where
         the catalog writes it), then shown to the before-commit hook."""
-        location, metadata = self.catalog.stage(loaded, updated, self.files)
+        staged = self.catalog.stage(loaded, updated, self.files)
+        location, metadata = staged.metadata_location, staged.metadata
         if self._before_commit is not None:
             self._before_commit(PendingCommit(attempt, loaded.metadata_location, loaded.metadata, location, metadata))
         return location, metadata
 
     def _swap(self, loaded: LoadedTable, location: str, metadata: TableMetadata) -> tuple[str, TableMetadata]:
         """The compare-and-swap, by the catalog; the committed location and metadata."""
-        committed = self.catalog.commit(self.identifier, loaded, LoadedTable(location, metadata))
+        committed = self.catalog.commit(self.identifier, loaded, LoadedTable(location, metadata, loaded.io))
         return committed.metadata_location, committed.metadata
 
     def _delete_dropped_metadata(self, base: TableMetadata, committed: TableMetadata) -> None:
@@ -272,7 +273,7 @@ def commit_metadata_change(
     """
     ident = to_table_identifier(identifier)
     if files is None:
-        files = CommitFiles(io or FileIO.for_location(catalog.load_pointer(ident).metadata_location))
+        files = CommitFiles(io or catalog.load_table(ident).io)
     committer = MetadataCommitter(catalog, ident, files, before_commit=before_commit, sleep=sleep)
     try:
         committed = committer.commit(build, landed)

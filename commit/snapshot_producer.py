@@ -222,6 +222,13 @@ class SnapshotProducer:
         self._lists: dict[str, list[ManifestFile]] = {}  # manifest list -> its manifests
         self._extra: dict[str, tuple[str, ...]] = {}  # manifest list -> other files its attempt produced
 
+    @property
+    def io(self) -> FileIO:
+        """The FileIO the commit wrote through: the table's (known once :meth:`commit` has run)."""
+        if self._files is None:
+            raise CommitFailed(str(self.identifier), "the producer has not committed yet")
+        return self._files.io
+
     def written_files(self) -> list[str]:
         """Files this producer wrote and has not deleted: after a crash, the orphans."""
         return [] if self._files is None else self._files.paths()
@@ -238,8 +245,7 @@ class SnapshotProducer:
                 f"snapshot {self.snapshot_id} was already committed, or tried: "
                 "a producer commits once; retry with a new operation and producer",
             )
-        pointer = self.catalog.load_pointer(self.identifier)
-        files = self._files = CommitFiles(self._io or FileIO.for_location(pointer.metadata_location))
+        files = self._files = CommitFiles(self._io or self.catalog.load_table(self.identifier).io)
         result = commit_metadata_change(
             self.catalog,
             self.identifier,

@@ -40,7 +40,6 @@ from table.parquet.writer import DataFileWriter, FileNameFactory, WriterOptions,
 from table.partitioning import PartitionSpec, partition_key, split_by_partition
 from table.reader import DEFAULT_MAX_EQUALITY_KEYS, lineage_schema, positioned_schema, read_tasks
 from table.schema import ROW_POSITION, Schema
-from table.storage_credentials import VENDED
 
 log = logging.getLogger(__name__)
 
@@ -75,18 +74,16 @@ class StopFile:
     """
 
     path: str
+    io: FileIO  # the table's: the stop file is written beside its metadata
     interval_s: float = STOP_CHECK_INTERVAL_S
     _checked_at: float = field(default=float("-inf"), repr=False)
     _set: bool = field(default=False, repr=False)
-    _io: FileIO | None = field(default=None, repr=False)  # made on the executor
 
     def is_set(self) -> bool:
         now = time.monotonic()
         if not self._set and now - self._checked_at >= self.interval_s:
             self._checked_at = now
-            if self._io is None:
-                self._io = FileIO.for_location(self.path)
-            self._set = self._io.exists(self.path)
+            self._set = self.io.exists(self.path)
         return self._set
 
 
@@ -102,6 +99,7 @@ class GroupRewriteTask:
     group_id: int
     group: FileGroup
     table_location: str
+    io: FileIO  # the table's, with the storage credentials its catalog vended
     data_location: str
     schema: Schema
     output_spec: PartitionSpec
@@ -171,7 +169,7 @@ def rewrite_group(task: GroupRewriteTask, stop: StopCheck = NEVER_STOP) -> Group
     map) is deleted before the error goes on.
     """
     started = time.monotonic()
-    io = FileIO.for_location(task.table_location)
+    io = task.io
     outputs = _outputs(io, task)
     positions = PositionMapBuilder()
     try:
@@ -260,7 +258,7 @@ def _discard(io: FileIO, outputs: PartitionedWriter, map_path: str, error: BaseE
 def run_rewrite_task(task: GroupRewriteTask, stop: StopCheck | None = None) -> GroupRewrite:
     """:func:`rewrite_group` with its outcome as a value (see the module docstring)."""
     if stop is None:
-        stop = StopFile(task.stop_path) if task.stop_path else NEVER_STOP
+        stop = StopFile(task.stop_path, task.io) if task.stop_path else NEVER_STOP
     if stop.is_set():
         return GroupRewrite(task.group_id, RewriteStatus.NOT_STARTED)
     started = time.monotonic()
@@ -323,12 +321,8 @@ class SparkExecutor:
         try:
             context = self.spark.sparkContext
             slices = min(len(tasks), self.max_concurrent)
-            # Each task takes the storage credentials the catalog vended with the table.
-            return (
-                context.parallelize(list(tasks), slices)
-                .map(VENDED.carried(run_rewrite_task, tasks[0].table_location))
-                .collect()
-            )
+            # Each task carries the table's FileIO, with the storage credentials the catalog vended.
+            return context.parallelize(list(tasks), slices).map(run_rewrite_task).collect()
         finally:
             done.set()
             watcher.join()

@@ -258,8 +258,7 @@ class _Run:
     def execute(self) -> None:
         runner = self.runner
         loaded = runner.catalog.load_table(runner.identifier)
-        metadata = loaded.metadata
-        io = FileIO.for_location(loaded.metadata_location)
+        metadata, io = loaded.metadata, loaded.io
         options = RewriteOptions.parse(runner.options.rewrite, metadata.properties)
         start = metadata.current_snapshot()
         try:
@@ -292,7 +291,7 @@ class _Run:
         )
         if not plan.groups:
             return
-        work = _Work(self.runner, self.report.run_id, metadata, plan, options)
+        work = _Work(self.runner, self.report.run_id, metadata, io, plan, options)
         committer = RewriteCommitter(work.commit_context(start, io))
         executor = self._executor(options, io)
         failed_batches = 0
@@ -446,8 +445,7 @@ class _Run:
     def _observe_health(self, options: RewriteOptions) -> None:
         runner = self.runner
         loaded = runner.catalog.load_table(runner.identifier)
-        io = FileIO.for_location(loaded.metadata_location)
-        tasks = TableScan(io, loaded.metadata).plan_files()
+        tasks = TableScan(loaded.io, loaded.metadata).plan_files()
         runner.metrics.observe_table_health(runner.table, tasks, options.min_file_size_bytes, loaded.metadata)
 
     def _result(self) -> RunResult:
@@ -477,11 +475,18 @@ class _Work:
     """Turns planned groups into rewrite tasks and a commit context for one run."""
 
     def __init__(
-        self, runner: CompactionRunner, run_id: str, metadata: TableMetadata, plan: RewritePlan, options: RewriteOptions
+        self,
+        runner: CompactionRunner,
+        run_id: str,
+        metadata: TableMetadata,
+        io: FileIO,
+        plan: RewritePlan,
+        options: RewriteOptions,
     ) -> None:
         self.runner = runner
         self.run_id = run_id
         self.metadata = metadata
+        self.io = io
         self.plan = plan
         self.options = options
         self.work_prefix = f"{metadata_location(metadata)}/compaction-{run_id}"  # files of this run: never in the table
@@ -493,6 +498,7 @@ class _Work:
             group_id=group_id,
             group=group,
             table_location=self.metadata.location,
+            io=self.io,
             data_location=self.data_location,
             schema=self.metadata.schema(),
             output_spec=self.metadata.spec_by_id(self.plan.output_spec_id),

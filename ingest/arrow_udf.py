@@ -7,11 +7,10 @@ not depend on pandas, so when it is missing this builds the same Arrow-map
 UDF (``SQL_MAP_ARROW_ITER_UDF``) directly and hands it to the same JVM method
 the public API calls. With pandas installed, the public API is used.
 
-Every Arrow map of Floe goes through here, so this is also where a task takes
-the storage credentials its table's catalog vended along
-(:meth:`table.storage_credentials.CredentialStore.carried`), and where its
-Python worker stops re-reading Spark's archives before every task
-(:mod:`runtime.python_worker`).
+Every Arrow map of Floe goes through here, so this is also where its Python
+worker stops re-reading Spark's archives before every task
+(:mod:`runtime.python_worker`). The storage credentials a task needs travel
+in its own description, with its table's FileIO.
 """
 
 from __future__ import annotations
@@ -24,14 +23,13 @@ from typing import Any
 import pyarrow as pa
 
 from runtime.python_worker import skip_unchanged_archive_rereads
-from table.storage_credentials import VENDED
 
 ArrowMapFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 
 def map_in_arrow(df: Any, func: ArrowMapFunction, schema: Any | str) -> Any:
     """``df.mapInArrow(func, schema)``, with or without pandas installed."""
-    func = partial(_in_worker, func=VENDED.carried(func))
+    func = partial(_in_worker, func=func)
     if importlib.util.find_spec("pandas") is not None:
         return df.mapInArrow(func, schema)
     from pyspark.sql import DataFrame

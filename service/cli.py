@@ -78,7 +78,6 @@ def _print(lines: Sequence[str]) -> int:
 
 def _table(args: argparse.Namespace) -> int:
     from service import inspect
-    from table.io import FileIO
 
     catalog = _catalog_from(args)
     if args.table_command == "list":
@@ -88,7 +87,7 @@ def _table(args: argparse.Namespace) -> int:
     if args.table_command == "rewrite-position-deletes":
         return _rewrite_position_deletes(catalog, args.identifier)
     loaded = catalog.load_table(args.identifier)
-    io = FileIO.for_location(loaded.metadata_location)
+    io = loaded.io
     views: dict[str, Callable[[], list[str]]] = {
         "describe": lambda: inspect.describe(loaded.metadata_location, loaded.metadata),
         "history": lambda: inspect.history(loaded.metadata),

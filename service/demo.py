@@ -183,7 +183,6 @@ def demo_config(work: Path, bootstrap: str) -> FloeConfig:
 
 def table_stats(config: FloeConfig) -> TableStats:
     from commit.catalog.sql.catalog import SqlCatalog
-    from table.io import FileIO
     from table.scan import TableScan
 
     with SqlCatalog(config.catalog.connection_uri(), config.catalog.warehouse, config.catalog.name) as catalog:
@@ -191,7 +190,7 @@ def table_stats(config: FloeConfig) -> TableStats:
     metadata = loaded.metadata
     current = metadata.current_snapshot()
     summary = dict(current.summary) if current is not None else {}
-    rows = TableScan(FileIO.for_location(loaded.metadata_location), metadata).to_arrow().num_rows
+    rows = TableScan(loaded.io, metadata).to_arrow().num_rows
     return TableStats(
         rows,
         len(metadata.snapshots),

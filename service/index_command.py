@@ -57,7 +57,7 @@ class CheckResult:
 def check_index(catalog: Catalog, identifier: str) -> CheckResult:
     """Compare the table's index with a read of the table; the summary and every disagreement found."""
     loaded = catalog.load_table(identifier)
-    io, metadata = FileIO.for_location(loaded.metadata_location), loaded.metadata
+    io, metadata = loaded.io, loaded.metadata
     manifest = current_manifest(io, metadata)
     if manifest is None:
         raise CommandError(
@@ -164,7 +164,7 @@ def rebuild_index(catalog: Catalog, identifier: str) -> RebuildResult:
     """Build a fresh index from the table, commit its manifest as ``floe.key-index``, drop the old one's files."""
     started = time.monotonic()
     loaded = catalog.load_table(identifier)
-    io, metadata = FileIO.for_location(loaded.metadata_location), loaded.metadata
+    io, metadata = loaded.io, loaded.metadata
     previous = _readable_manifest(io, metadata, identifier)
     key_ids = _key_ids(metadata, previous, identifier)
     buckets = properties.KEY_INDEX_BUCKETS.read(metadata.properties)

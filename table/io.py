@@ -19,13 +19,14 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from table.errors import NotFoundError, TableError
 from table.object_store import ObjectStoreSettingError, S3Settings
-from table.storage_credentials import VENDED
+from table.storage_credentials import NO_CREDENTIALS, CredentialSource, StorageCredentials
 
 _LOCAL_SCHEMES = frozenset({"", "file"})
 # Schemes served by one pyarrow file system; the first is the one pyarrow parses.
@@ -127,32 +128,56 @@ class FileIO:
 
     Build it with :meth:`for_location`. Every method takes a location in the
     form that is stored in table metadata (``/x``, ``file:/x``,
-    ``file:///x``, ``s3://bucket/key``, ...).
+    ``file:///x``, ``s3://bucket/key``, ...). A loaded table carries its own
+    (``LoadedTable.io``), with the storage credentials its catalog vended for
+    it; pickled into a Spark task, it travels with the credentials it holds
+    then, never with a way to load new ones.
     """
 
-    def __init__(self, fs: pafs.FileSystem, schemes: Iterable[str], *, per_location: bool = False) -> None:
+    def __init__(
+        self,
+        fs: pafs.FileSystem,
+        schemes: Iterable[str],
+        *,
+        per_location: bool = False,
+        root: str = "",
+        credentials: CredentialSource = NO_CREDENTIALS,
+    ) -> None:
         self._fs = fs
         self._schemes = frozenset(schemes)
         self._per_location = per_location
+        self._root = root
+        self._credentials = credentials
 
     def _filesystem(self, location: str) -> pafs.FileSystem:
         """The file system for one location: on S3 chosen per file, for the keys vended for that file's prefix.
 
         Per file, because one FileIO serves every location of its scheme (a
-        table, its key index beside it, another table), and per call, so a
-        FileIO kept for a long run uses the newest keys the catalog vended.
+        table, its key index beside it), and per call, so a FileIO kept for a
+        long run uses the newest keys the catalog vended.
         """
-        return _s3_filesystem(location) if self._per_location else self._fs
+        return _s3_filesystem(location, self._credentials) if self._per_location else self._fs
 
     @classmethod
-    def for_location(cls, location: str) -> FileIO:
-        """A FileIO serving ``location`` and every location of the same scheme."""
+    def for_location(cls, location: str, credentials: CredentialSource = NO_CREDENTIALS) -> FileIO:
+        """A FileIO serving ``location`` and every location of the same scheme, with ``credentials`` (S3)."""
         scheme = _scheme(location)
         family = _scheme_family(scheme)
         if scheme in _LOCAL_SCHEMES:
-            return cls(pafs.LocalFileSystem(), family)
+            return cls(pafs.LocalFileSystem(), family, root=location)
         uri = family[0] + location[len(scheme) :]
-        return cls(_remote_fs(location, uri), family, per_location=family[0] == "s3")
+        s3 = family[0] == "s3"
+        fs = _remote_fs(location, uri, credentials)
+        return cls(fs, family, per_location=s3, root=location, credentials=credentials)
+
+    @property
+    def credentials(self) -> StorageCredentials:
+        """The vended credentials this FileIO uses now (none for a catalog that vends nothing)."""
+        return self._credentials.current()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled for a Spark task: rebuilt there from its root and the credentials it holds now."""
+        return (FileIO.for_location, (self._root, self._credentials.current()))
 
     @property
     def is_local(self) -> bool:
@@ -276,7 +301,7 @@ def removed_on_failure(io: FileIO, path: str) -> Iterator[None]:
         raise
 
 
-def _remote_fs(location: str, uri: str) -> pafs.FileSystem:
+def _remote_fs(location: str, uri: str, credentials: CredentialSource) -> pafs.FileSystem:
     """pyarrow's file system for a remote URI, with its errors typed.
 
     S3 is configured from the environment (:mod:`table.object_store`), so a
@@ -284,7 +309,7 @@ def _remote_fs(location: str, uri: str) -> pafs.FileSystem:
     the keys are those a catalog vended for ``location``, if it did.
     """
     if uri.startswith("s3://"):
-        return _s3_filesystem(location)
+        return _s3_filesystem(location, credentials)
     with _wrapped(location, "open file system for"):
         try:
             return pafs.FileSystem.from_uri(uri)[0]
@@ -292,18 +317,18 @@ def _remote_fs(location: str, uri: str) -> pafs.FileSystem:
             raise FileIOError(location, "open file system for", str(e)) from e
 
 
-def _s3_filesystem(location: str) -> pafs.FileSystem:
+def _s3_filesystem(location: str, credentials: CredentialSource) -> pafs.FileSystem:
     """The S3 file system for ``location``: this process's settings, with the keys vended for it if any."""
     with _wrapped(location, "open file system for"):
         try:
-            return _s3_fs(_s3_settings(location))
+            return _s3_fs(_s3_settings(location, credentials))
         except (ValueError, ObjectStoreSettingError) as e:
             raise FileIOError(location, "open file system for", str(e)) from e
 
 
-def _s3_settings(location: str) -> S3Settings:
+def _s3_settings(location: str, credentials: CredentialSource) -> S3Settings:
     settings = S3Settings.from_environment(os.environ)
-    vended = VENDED.for_location(location)
+    vended = credentials.for_location(location)
     if vended is None:
         return settings
     return settings.with_keys(vended.access_key_id, vended.secret_access_key, vended.session_token)

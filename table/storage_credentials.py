@@ -13,14 +13,13 @@ FileIO reads both:
 The properties are Iceberg's FileIO names (``s3.access-key-id``,
 ``s3.secret-access-key``, ``s3.session-token``,
 ``s3.session-token-expires-at-ms``). :func:`vended_credentials` reads them
-(pure); :data:`VENDED` keeps them for this process, where
-:class:`table.io.FileIO` looks up each location it opens. Spark tasks run in
-other processes, so a task function is wrapped with :meth:`CredentialStore.carried`:
-the credentials travel with the task and are adopted before it runs.
-
-The store is per process and refreshed by every table load: Floe loads the
-table before each batch and each compaction, so a credential is at most one
-load old. Secrets are never in a ``repr``.
+(pure) into :class:`StorageCredentials`, which the loaded table's
+:class:`table.io.FileIO` holds. There is no process-wide store, so a process
+that serves several tables never hands one table's keys to another's files.
+Spark tasks run in other processes; they receive the table's FileIO, with its
+credentials, inside their task description. On the driver the credentials are
+:class:`RefreshingCredentials`, loaded again before they expire. Secrets are
+never in a ``repr``.
 """
 
 from __future__ import annotations
@@ -28,10 +27,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -111,126 +109,90 @@ def _comparable(location: str) -> str:
     return f"{_EQUIVALENT_SCHEMES.get(scheme.lower(), scheme.lower())}{sep}{rest}" if sep else location
 
 
-Refresh = Callable[[], None]
+@dataclass(frozen=True)
+class StorageCredentials:
+    """The S3 credentials vended with one table load, by prefix.
 
-
-class CredentialStore:
-    """The vended credentials this process knows, by prefix; the newest for a prefix replaces the older.
-
-    A credential remembered with a ``refresh`` (the driver's table load) is
-    refreshed when it is looked up within five minutes of its expiry, at most
-    every 30 s. A Spark worker has no refresh: it uses what its task carried,
-    which is at most one batch old.
+    Immutable and picklable: a table's :class:`table.io.FileIO` holds them,
+    and the tasks that write the table's files carry them with it. Secrets are
+    never in a ``repr``.
     """
 
-    def __init__(self, clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
-        self._by_prefix: dict[str, S3Credential] = {}
-        self._refresh: dict[str, Refresh] = {}
-        self._refreshed_at: dict[str, float] = {}
-        self._clock_ms = clock_ms
-        self._lock = threading.Lock()
-        self._scope = threading.local()
-
-    def remember(self, credentials: Iterable[S3Credential], refresh: Refresh | None = None) -> None:
-        with self._lock:
-            for credential in credentials:
-                key = _comparable(credential.prefix)
-                self._by_prefix[key] = credential
-                if refresh is not None:
-                    self._refresh[key] = refresh
+    credentials: tuple[S3Credential, ...] = ()
 
     def for_location(self, location: str) -> S3Credential | None:
-        """The credential with the longest prefix covering ``location``, if any; refreshed when about to expire."""
-        found = self._covering(location)
-        if found is not None and self._refresh_due(found):
-            self._refresh_now(found)
-            found = self._covering(location)
-        return found
-
-    def _covering(self, location: str) -> S3Credential | None:
-        with self._lock:
-            covering = [c for c in self._by_prefix.values() if c.covers(location)]
+        """The credential with the longest prefix covering ``location``, if any."""
+        covering = [c for c in self.credentials if c.covers(location)]
         return max(covering, key=lambda c: len(_comparable(c.prefix)), default=None)
 
-    def _refresh_due(self, credential: S3Credential) -> bool:
-        key = _comparable(credential.prefix)
+    def current(self) -> StorageCredentials:
+        return self
+
+    def expire_within(self, ms: int, now_ms: int) -> bool:
+        return any(c.expires_within(ms, now_ms) for c in self.credentials)
+
+    def __bool__(self) -> bool:
+        return bool(self.credentials)
+
+
+NO_CREDENTIALS = StorageCredentials()
+
+
+class CredentialSource(Protocol):
+    """Where a FileIO finds the keys for a location: fixed credentials, or the driver's refreshing ones."""
+
+    def for_location(self, location: str) -> S3Credential | None: ...
+
+    def current(self) -> StorageCredentials: ...
+
+
+class RefreshingCredentials:
+    """A table's vended credentials on the driver, loaded again when about to expire.
+
+    ``reload`` loads the table again and returns its new credentials. It runs
+    when a credential is looked up within five minutes of its expiry, at most
+    every 30 s; a failed reload keeps the old keys, and the store's own error
+    names the file if they no longer work. A Spark task has no reload: it
+    uses what it carried, which is at most one batch old.
+    """
+
+    def __init__(
+        self,
+        current: StorageCredentials,
+        reload: Callable[[], StorageCredentials],
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self._current = current
+        self._reload = reload
+        self._clock_ms = clock_ms
+        self._reloaded_at = -1e9
+        self._lock = threading.Lock()
+
+    def current(self) -> StorageCredentials:
         with self._lock:
-            if (
-                key not in self._refresh
-                or time.monotonic() - self._refreshed_at.get(key, -1e9) < REFRESH_AT_MOST_EVERY_S
-            ):
+            return self._current
+
+    def for_location(self, location: str) -> S3Credential | None:
+        found = self.current().for_location(location)
+        if found is not None and self._due(found):
+            self._reload_now(found)
+            found = self.current().for_location(location)
+        return found
+
+    def _due(self, credential: S3Credential) -> bool:
+        with self._lock:
+            if time.monotonic() - self._reloaded_at < REFRESH_AT_MOST_EVERY_S:
                 return False
         return credential.expires_within(REFRESH_BEFORE_EXPIRY_MS, self._clock_ms())
 
-    def _refresh_now(self, credential: S3Credential) -> None:
-        key = _comparable(credential.prefix)
+    def _reload_now(self, credential: S3Credential) -> None:
         with self._lock:
-            self._refreshed_at[key] = time.monotonic()
-            refresh = self._refresh[key]
+            self._reloaded_at = time.monotonic()
         try:
-            refresh()
+            fresh = self._reload()
         except Exception as failed:  # noqa: BLE001 - the old keys stay; the store's own error will name the file
             log.warning("could not refresh the vended storage credentials for %s: %s", credential.prefix, failed)
-
-    def relevant_to(self, location: str) -> tuple[S3Credential, ...]:
-        """The credentials for files of the table at ``location``: under it, beside it, or covering it."""
-        table = _comparable(location).rstrip("/")
-        with self._lock:
-            return tuple(
-                c
-                for c in self._by_prefix.values()
-                if _comparable(c.prefix).startswith(table) or table.startswith(_comparable(c.prefix))
-            )
-
-    def snapshot(self) -> tuple[S3Credential, ...]:
-        with self._lock:
-            return tuple(self._by_prefix.values())
-
-    def forget_all(self) -> None:
-        with self._lock:
-            self._by_prefix.clear()
-            self._refresh.clear()
-            self._refreshed_at.clear()
-
-    @contextmanager
-    def scoped_to(self, table_location: str) -> Iterator[None]:
-        """Within this block (on this thread), :meth:`carried` carries only the table's credentials."""
-        previous = getattr(self._scope, "table", None)
-        self._scope.table = table_location
-        try:
-            yield
-        finally:
-            self._scope.table = previous
-
-    def carried(self, task: Callable[..., Any], table_location: str | None = None) -> Callable[..., Any]:
-        """``task``, carrying the credentials of its table to the Spark worker that runs it.
-
-        The table is ``table_location``, else the one of :meth:`scoped_to`;
-        with neither, every credential travels. Only the table's own keys
-        travel otherwise: a process that ingests several tables does not hand
-        every table's keys to every task. Unchanged when there are none, so
-        nothing changes for a catalog that vends nothing.
-        """
-        location = table_location or getattr(self._scope, "table", None)
-        known = self.snapshot() if location is None else self.relevant_to(location)
-        return _WithCredentials(task, known) if known else task
-
-
-@dataclass(frozen=True)
-class _WithCredentials:
-    """A picklable task that adopts its driver's credentials in the worker, then runs."""
-
-    task: Callable[..., Any]
-    credentials: tuple[S3Credential, ...] = field(repr=False)
-
-    @property
-    def __name__(self) -> str:  # how Spark's UI names the task
-        return getattr(self.task, "__name__", type(self.task).__name__)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        VENDED.remember(self.credentials)
-        return self.task(*args, **kwargs)
-
-
-VENDED = CredentialStore()
-"""This process's vended credentials: filled by catalog loads, read by :class:`table.io.FileIO`."""
+            return
+        if fresh:
+            with self._lock:
+                self._current = fresh

@@ -37,10 +37,12 @@ class TablePointer(NamedTuple):
 
 
 class LoadedTable(NamedTuple):
-    """A table's metadata and the file it was read from (or, staged, is about to be)."""
+    """A table's metadata, the file it was read from (or, staged, is about to be), and the FileIO that
+    reaches its files, with the storage credentials its catalog vended for it."""
 
     metadata_location: str
     metadata: TableMetadata
+    io: FileIO
 
 
 class WrittenFiles(Protocol):

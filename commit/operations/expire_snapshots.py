@@ -236,7 +236,7 @@ class ExpireSnapshots:
         self._clock_ms = clock_ms
 
     def commit(self) -> ExpireResult:
-        io = self._io or FileIO.for_location(self.catalog.load_pointer(self.identifier).metadata_location)
+        io = self._io or self.catalog.load_table(self.identifier).io
         result = commit_metadata_change(
             self.catalog,
             self.identifier,

@@ -167,7 +167,7 @@ def remove_dangling_deletes(
     snapshot = loaded.metadata.current_snapshot()
     if snapshot is None:
         return DanglingDeletesResult((), None)
-    io = FileIO.for_location(loaded.metadata_location)
+    io = loaded.io
     dangling = find_dangling_deletes(io, loaded.metadata, snapshot)
     if not dangling:
         return DanglingDeletesResult((), None)

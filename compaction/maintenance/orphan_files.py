@@ -80,7 +80,7 @@ def remove_orphan_files(
         raise ValueError(f"orphan files must be at least a day old to be removed, got {older_than_ms} ms")
     ident = to_table_identifier(identifier)
     loaded = catalog.load_table(ident)
-    io = FileIO.for_location(loaded.metadata_location)
+    io = loaded.io
     cutoff = clock_ms() - older_than_ms
     for outside in locations_outside_table(loaded.metadata):
         log.info(

@@ -29,7 +29,6 @@ from commit.snapshot_producer import SnapshotProducer
 from table.deletes.positions import referenced_data_files
 from table.deletes.writers import DeletionVectorWriter
 from table.errors import ValidationError
-from table.io import FileIO
 from table.manifest import DataFile
 from table.scan import TableScan
 from table.tasks import FileScanTask
@@ -72,7 +71,7 @@ def rewrite_position_deletes(catalog: Catalog, identifier: TableIdentifierLike) 
     snapshot = metadata.current_snapshot()
     if snapshot is None:
         return VectorRewriteResult(0, 0, 0, None)
-    io = FileIO.for_location(loaded.metadata_location)
+    io = loaded.io
     tasks = list(TableScan(io, metadata).plan_files())
     todo = tasks_with_position_files(tasks)
     if not todo:

@@ -44,7 +44,6 @@ from ingest.kafka_source.rows import KafkaRows
 from ingest.tasks.frame import reads_headers
 from ingest.tasks.output import BatchFiles
 from table.metadata import TableMetadata
-from table.storage_credentials import VENDED
 
 log = logging.getLogger("floe.ingest")
 
@@ -129,15 +128,15 @@ class BatchProcessor:
 
     def _process_once(self, df: Any, batch_id: int, started: float) -> BatchOutcome:
         """Check for a replay, choose the plan, run it, commit, account."""
-        metadata = self._catalog.load_table(self._table.identifier).metadata
+        loaded = self._catalog.load_table(self._table.identifier)
+        metadata = loaded.metadata
         replayed = self._replayed(metadata, batch_id, started)
         if replayed is not None:
             return replayed
         planned = self.offset_log.planned_ends(batch_id)  # before the write: a failure leaves no file behind
         size = batch_size(self.offset_log.planned_starts(batch_id), planned) if self._table.mode == "upsert" else None
         rows = KafkaRows(df, self._job.source.consume_settings() if self._job.source.reader == "python" else None)
-        with VENDED.scoped_to(metadata.location):  # the batch's tasks carry this table's vended keys only
-            written = self._plans.choose(metadata, size).write(BatchSource(rows, reads_headers(self._table.decode)))
+        written = self._plans.choose(loaded, size).write(BatchSource(rows, reads_headers(self._table.decode)))
         self._plans.learn(written)
         committed = committed_offsets(metadata, partitions=planned) if planned else {}
         written = written.with_stats(through_planned_ends(written.stats, planned, committed))
@@ -145,8 +144,7 @@ class BatchProcessor:
             return self._empty(batch_id, written, started)
         if written.stats.bad_records:
             try:
-                with VENDED.scoped_to(metadata.location):
-                    send_dead_letters(self._job, self._table, rows, written.stats)
+                send_dead_letters(self._job, self._table, rows, written.stats)
             except BaseException as error:
                 written.discard(error)
                 raise
@@ -168,9 +166,9 @@ class BatchProcessor:
     def _empty(self, batch_id: int, written: BatchWrite, started: float) -> BatchOutcome:
         """A batch with no record to land: its index files go, and where it covers offsets (transaction
         markers, aborted records) it commits where the table now stands."""
-        delete_uncommitted([] if written.index is None else written.index.paths)
+        delete_uncommitted(written.io, [] if written.index is None else written.index.paths)
         if written.stats.covers_offsets:
-            nothing = BatchWrite(BatchFiles([], [], 0), written.stats, written.path)
+            nothing = BatchWrite(BatchFiles([], [], 0), written.stats, written.path, written.io)
             return self._committer.commit(self.writer_id, batch_id, nothing, started)
         self._metrics.batch_empty(self._table.identifier)
         return BatchOutcome(batch_id, "empty", duration_s=time.monotonic() - started)

@@ -110,6 +110,7 @@ class BatchCommitter:
                 index_update=None if index is None else index_update(index.start, index.changes, ident),
                 referenced_data_files=() if index is None else index.referenced,
                 removed_delete_files=files.replaced_deletes,
+                io=written.io,
             )
         except CommitStateUnknown:
             raise  # the files may be in the table now: keep them

@@ -40,6 +40,7 @@ class BatchWrite:
     files: BatchFiles
     stats: BatchStats
     path: str  # direct, direct-upsert, exchange: BatchOutcome.write
+    io: FileIO  # the table's
     index: BatchIndex | None = None
     keys_spanned_tasks: bool = False  # a direct upsert found a key in two tasks, and the exchange wrote it
 
@@ -53,15 +54,15 @@ class BatchWrite:
 
     def discard(self, error: BaseException | None = None) -> None:
         """Delete the batch's files: it did not commit (a failure, a replica's commit, nothing to commit)."""
-        delete_uncommitted(self.paths, error)
+        delete_uncommitted(self.io, self.paths, error)
 
 
-def delete_uncommitted(paths: list[str], error: BaseException | None = None) -> None:
+def delete_uncommitted(io: FileIO, paths: list[str], error: BaseException | None = None) -> None:
     """Delete uncommitted files; a failure to do so is noted on ``error`` or, without one, raised."""
     if not paths:
         return
     try:
-        FileIO.for_location(paths[0]).delete_many(paths)
+        io.delete_many(paths)
     except Exception as cleanup:
         if error is None:
             raise

@@ -115,6 +115,7 @@ def plan_index(io: FileIO, metadata: TableMetadata, key_ids: Sequence[int], tabl
         location=location,
         schema=json.dumps(metadata.schema().to_json()),
         key_ids=tuple(key_ids),
+        io=io,
         live_files=tuple(files),
         partitions=tuple(_spec_and_partition(tasks, by_ordinal[o]) for o in range(len(by_ordinal))),
         specs=specs,

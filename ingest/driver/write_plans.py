@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
+from commit.catalog.base import LoadedTable
 from ingest.arrow_udf import map_in_arrow
 from ingest.driver.batch_write import BatchIndex, BatchWrite, delete_uncommitted
 from ingest.driver.key_index_steps import (
@@ -85,18 +86,20 @@ class WritePlan(Protocol):
 class DirectAppend:
     table: TableSpec
     metadata: TableMetadata
+    io: FileIO
 
     def write(self, source: BatchSource) -> BatchWrite:
-        write = WriteTask.for_table(self.metadata, (), clustered=False, sorted_by_order=False)
+        write = WriteTask.for_table(self.metadata, self.io, (), clustered=False, sorted_by_order=False)
         task = DirectTask(self.table.decode, write, self.table.identifier, _fails(self.table))
         out = source.rows.map(partial(decode_and_write, task=task), OUTPUT_DDL, source.headers).toArrow()
-        return BatchWrite(read_written(out), batch_stats(read_stats(out)), "direct")
+        return BatchWrite(read_written(out), batch_stats(read_stats(out)), "direct", self.io)
 
 
 @dataclass(frozen=True)
 class Exchange:
     table: TableSpec
     metadata: TableMetadata
+    io: FileIO
 
     def write(self, source: BatchSource) -> BatchWrite:
         from pyspark.sql import functions as F
@@ -122,10 +125,10 @@ class Exchange:
             rows = rows.repartition(F.col(PKEY_COLUMN))
         rows, sorted_by_order = _sorted_for_writing(rows, self.metadata)
         task = WriteTask.for_table(
-            self.metadata, equality_ids, clustered=bool(spec.fields), sorted_by_order=sorted_by_order
+            self.metadata, self.io, equality_ids, clustered=bool(spec.fields), sorted_by_order=sorted_by_order
         )
         out = map_in_arrow(rows, partial(write_files, task=task), OUTPUT_DDL).toArrow()
-        return BatchWrite(read_written(out), batch_stats(read_stats(out)), "exchange")
+        return BatchWrite(read_written(out), batch_stats(read_stats(out)), "exchange", self.io)
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,7 @@ class IndexedUpsert:
 
     table: TableSpec
     metadata: TableMetadata
+    io: FileIO
     start: IndexStart
     try_direct: bool  # the decode tasks may write (see PlanChooser)
     segments_on_driver: bool  # a small batch: the driver writes the index segments
@@ -142,11 +146,11 @@ class IndexedUpsert:
         try:
             out, path, spanned = self._run(source)
         except BaseException as error:
-            delete_uncommitted(self.start.paths, error)
+            delete_uncommitted(self.io, self.start.paths, error)
             raise
         changes, update_s = read_index_changes(out)
         index = BatchIndex(self.start, changes, read_referenced(out), update_s)
-        written = BatchWrite(read_written(out), batch_stats(read_stats(out)), path, index, spanned)
+        written = BatchWrite(read_written(out), batch_stats(read_stats(out)), path, self.io, index, spanned)
         return self._with_vectors(written, out) if self.start.plan.deletion_vectors else written
 
     def _run(self, source: BatchSource) -> tuple[Any, str, bool]:
@@ -172,7 +176,7 @@ class IndexedUpsert:
 
     def _direct(self, source: BatchSource, frame: FrameSpec) -> Any | None:
         """The batch written by its decode tasks; None (its files deleted) when a key was in two tasks."""
-        write = WriteTask.for_table(self.metadata, (), clustered=False, sorted_by_order=False)
+        write = WriteTask.for_table(self.metadata, self.io, (), clustered=False, sorted_by_order=False)
         task = DirectUpsertTask(frame, write, self.start.plan)
         out = source.rows.map(partial(decode_reduce_and_write, task=task), OUTPUT_DDL, source.headers).toArrow()
         repeated = keys_in_two_tasks(out)
@@ -186,7 +190,7 @@ class IndexedUpsert:
         )
         paths = read_written(out).paths
         try:
-            delete_uncommitted(paths)
+            delete_uncommitted(self.io, paths)
         except Exception as error:  # noqa: BLE001 - uncommitted files: orphans, not a reason to fail the batch
             log.warning(
                 "could not delete the %d files of the discarded pass: %s (uncommitted: orphan removal takes them)",
@@ -217,7 +221,9 @@ class IndexedUpsert:
             if spec.fields:
                 rows = rows.repartition(F.col(PKEY_COLUMN))
         rows, sorted_by_order = _sorted_for_writing(rows, self.metadata)
-        task = WriteTask.for_table(self.metadata, (), clustered=bool(spec.fields), sorted_by_order=sorted_by_order)
+        task = WriteTask.for_table(
+            self.metadata, self.io, (), clustered=bool(spec.fields), sorted_by_order=sorted_by_order
+        )
         written = map_in_arrow(rows, partial(write_indexed, task=task, plan=plan), OUTPUT_DDL)
         if self.segments_on_driver:
             return write_index_segments_here(written.toArrow(), plan)
@@ -226,15 +232,14 @@ class IndexedUpsert:
 
     def _with_vectors(self, written: BatchWrite, out: Any) -> BatchWrite:
         """v3: the batch's deletion vectors, written on the driver from the tasks' deleted positions."""
-        location = self.metadata.location
         try:
-            vectors, replaced = write_batch_vectors(FileIO.for_location(location), self.start, out, f"{location}/data")
+            vectors, replaced = write_batch_vectors(self.io, self.start, out, f"{self.metadata.location}/data")
         except BaseException as error:
             written.discard(error)
             raise
         files = written.files
         files = files._replace(delete_files=files.delete_files + vectors, replaced_deletes=tuple(replaced))
-        return BatchWrite(files, written.stats, written.path, written.index, written.keys_spanned_tasks)
+        return BatchWrite(files, written.stats, written.path, self.io, written.index, written.keys_spanned_tasks)
 
 
 class PlanChooser:
@@ -245,19 +250,17 @@ class PlanChooser:
         self._last_changes = 0  # keys the last position-strategy batch changed (0: none yet)
         self._keys_span_tasks = False  # a batch had a key in two tasks: upserts take the exchange from then on
 
-    def choose(self, metadata: TableMetadata, size: int | None) -> WritePlan:
+    def choose(self, loaded: LoadedTable, size: int | None) -> WritePlan:
         """``size``: the offsets the batch holds, where known (:func:`ingest.driver.offset_accounting.batch_size`)."""
-        table = self._table
+        table, metadata, io = self._table, loaded.metadata, loaded.io
         if direct_path(metadata, table.mode):
-            return DirectAppend(table, metadata)
+            return DirectAppend(table, metadata, io)
         if not position_deletes(metadata, table.mode):
-            return Exchange(table, metadata)
-        io = FileIO.for_location(metadata.location)
+            return Exchange(table, metadata, io)
         start = plan_index(io, metadata, equality_ids_of(table, metadata), table.identifier)
+        direct = self._direct_upsert_fits(metadata, start, size)
         segments_on_driver = 0 < self._last_changes <= DRIVER_INDEX_WRITE_MAX_CHANGES
-        return IndexedUpsert(
-            table, metadata, start, self._direct_upsert_fits(metadata, start, size), segments_on_driver
-        )
+        return IndexedUpsert(table, metadata, io, start, direct, segments_on_driver)
 
     def learn(self, written: BatchWrite) -> None:
         """What a written batch shows about the next: its changed keys, and keys that spanned tasks."""

@@ -103,6 +103,7 @@ class IndexPlan:
     location: str
     schema: str
     key_ids: tuple[int, ...]
+    io: FileIO  # the table's, with its vended credentials: the index lives beside the table
     live_files: tuple[tuple[str, int], ...] = ()
     partitions: tuple[tuple[int, tuple[Any, ...]], ...] = ()
     specs: tuple[tuple[int, str], ...] = ()
@@ -136,7 +137,7 @@ def _parsed_schema(text: str) -> Schema:
 
 def lookup_previous_rows(batches: Iterator[pa.RecordBatch], plan: IndexPlan) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: every row passes, and after each batch a delete row per key that had a live row."""
-    io = FileIO.for_location(plan.location)
+    io = plan.io
     manifest = plan.index()
     key_schema = plan.key_schema()
     routes = _routes(plan.live_files)
@@ -168,7 +169,7 @@ def decode_and_look_up(
     start), so whichever the reduction keeps carries it to the writer, which
     deletes it there: no lookup stage and no exchange by bucket.
     """
-    io = FileIO.for_location(plan.location)
+    io = plan.io
     manifest = plan.index()
     key_schema = plan.key_schema()
     for batch in decode_frame(batches, frame):
@@ -200,7 +201,7 @@ def _with_previous_rows(
 def look_up_changes(changes: pa.Table, keys: pa.Table, plan: IndexPlan) -> pa.Table:
     """``changes`` (change rows only; ``keys`` their keys, row for row) with each key's live row, if any, in
     the delete columns: one lookup per bucket for a whole task's reduced changes (the direct upsert)."""
-    io = FileIO.for_location(plan.location)
+    io = plan.io
     files, positions = previous_rows(io, plan.index(), keys, changes.column(BUCKET_COLUMN).to_numpy())
     changes = changes.set_column(changes.schema.get_field_index(DELETE_FILE_COLUMN), DELETE_FILE_COLUMN, files)
     return changes.set_column(changes.schema.get_field_index(DELETE_POS_COLUMN), DELETE_POS_COLUMN, positions)
@@ -386,7 +387,7 @@ class IndexedTaskWriter(TaskWriter):
 
 def write_indexed(batches: Iterator[pa.RecordBatch], task: WriteTask, plan: IndexPlan) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body of step 2: write every row, then the files, the index entries and the stats rows."""
-    writer = IndexedTaskWriter(task, plan, FileIO.for_location(task.data_location), FileNameFactory(task_prefix()))
+    writer = IndexedTaskWriter(task, plan, task.io, FileNameFactory(task_prefix()))
     (data, deletes, entries), stats = write_all(batches, writer, writer.finish_indexed)
     yield written_batch(data, deletes, writer.deleted_keys)
     if writer.referenced:
@@ -472,7 +473,7 @@ def segment_rows(entries: dict[int, list[pa.Table]], plan: IndexPlan, threads: i
     (None: no entries)."""
     if not entries:
         return None
-    io = FileIO.for_location(plan.location)
+    io = plan.io
     manifest = plan.index()
 
     def write(bucket: int) -> tuple[BucketChange, float]:

@@ -59,12 +59,14 @@ class WriteTask:
     equality delete files: the table's spec when ``keyed_deletes``, else an
     unpartitioned spec of the table. ``sort_order_id`` is set when the input
     is sorted by the table's sort order. ``writer`` holds the table's file
-    writing properties (:meth:`table.parquet.writer.WriterOptions.for_table`).
+    writing properties (:meth:`table.parquet.writer.WriterOptions.for_table`). ``io`` is the
+    table's FileIO, with the storage credentials its catalog vended.
     """
 
     schema: str
     spec: str
     data_location: str
+    io: FileIO
     equality_ids: tuple[int, ...] = ()
     delete_spec: str = ""
     keyed_deletes: bool = False
@@ -76,6 +78,7 @@ class WriteTask:
     def for_table(
         cls,
         metadata: TableMetadata,
+        io: FileIO,
         equality_ids: Sequence[int],
         *,
         clustered: bool,
@@ -89,6 +92,7 @@ class WriteTask:
             schema=json.dumps(schema.to_json()),
             spec=json.dumps(spec.to_json()),
             data_location=data_location(metadata),
+            io=io,
             equality_ids=tuple(equality_ids),
             delete_spec=json.dumps(delete_spec.to_json()),
             keyed_deletes=keyed,
@@ -225,7 +229,7 @@ def write_all(batches: Iterator[pa.RecordBatch], writer: TaskWriter, finish: Cal
 
 def task_writer(task: WriteTask) -> TaskWriter:
     """The writer of the current Spark task (its files are named after the task attempt)."""
-    return TaskWriter(task, FileIO.for_location(task.data_location), FileNameFactory(task_prefix()))
+    return TaskWriter(task, task.io, FileNameFactory(task_prefix()))
 
 
 def task_prefix() -> str:

@@ -52,7 +52,7 @@ class CommitTable:
             catalog.create_namespace(namespace)
         spec = build_partition_spec(SCHEMA, [("identity", "category")]) if partitioned else UNPARTITIONED_SPEC
         loaded = catalog.create_table(name, SCHEMA, spec, properties=properties)
-        return cls(catalog, name, FileIO.for_location(loaded.metadata_location))
+        return cls(catalog, name, loaded.io)
 
     # -- state -----------------------------------------------------------------
 

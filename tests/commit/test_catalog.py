@@ -151,7 +151,7 @@ def test_create_table_writes_first_metadata_file(catalog: Catalog, simple_schema
     assert created.metadata.properties == {"owner": "floe"}
     assert catalog.load_pointer("db.events.clicks") == TablePointer(created.metadata_location, None)
 
-    location, metadata = catalog.load_table(("db", "events", "clicks"))
+    location, metadata, _ = catalog.load_table(("db", "events", "clicks"))
     assert location == created.metadata_location
     assert metadata.to_json() == created.metadata.to_json()
     assert catalog.table_exists("db.events.clicks")

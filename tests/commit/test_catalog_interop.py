@@ -174,7 +174,7 @@ def _floe_reads_and_swaps(catalog_uri: str, warehouse: Path, created: Any) -> st
         assert floe.load_namespace_properties("ns") == {"owner": "pyiceberg"}
         assert floe.load_namespace_properties("empty") == {}
         assert floe.list_tables("ns") == [TableIdentifier(("ns",), "events")]
-        location, metadata = floe.load_table("ns.events")
+        location, metadata, _ = floe.load_table("ns.events")
         assert location == created.metadata_location
         assert str(metadata.table_uuid) == str(created.metadata.table_uuid)
         assert [f.name for f in metadata.schema().as_struct().fields] == ["id", "name"]

@@ -73,6 +73,6 @@ def test_iceberg_java_reads_and_commits_to_a_floe_catalog(catalog: Catalog, cata
     pointer = catalog.load_pointer("db.t")
     assert pointer.metadata_location.endswith(seen["committed"].rsplit("/", 1)[-1])
     assert pointer.previous_metadata_location == created.metadata_location
-    location, metadata = catalog.load_table("db.t")
+    location, metadata, _ = catalog.load_table("db.t")
     assert metadata.properties["written-by"] == "iceberg-java"
     assert catalog.load_namespace_properties("from_java") == {"k": "v"}

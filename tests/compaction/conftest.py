@@ -121,6 +121,7 @@ class CompactionTable(CommitTable):
             group_id=group_id,
             group=plan.groups[group_id],
             table_location=md.location,
+            io=self.io,
             data_location=f"{md.location}/data",
             schema=md.schema(),
             output_spec=md.spec_by_id(plan.output_spec_id),

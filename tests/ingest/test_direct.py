@@ -7,6 +7,7 @@ import json
 import pyarrow as pa
 
 from commit.key_index.manifest import empty_manifest
+from table.io import FileIO
 from ingest.tasks.decode_records import OFFSET_COLUMN, OP_COLUMN, PARTITION_COLUMN
 from ingest.tasks.direct import _latest_of_task
 from ingest.tasks.frame import (
@@ -25,7 +26,7 @@ SCHEMA = Schema(NestedField(1, "id", LongType(), required=True), NestedField(2, 
                 identifier_field_ids=[1])
 FRAME = frame_arrow_schema(SCHEMA)
 EMPTY_INDEX = IndexPlan(manifest=json.dumps(empty_manifest((1,), 4).to_json()), location="/nonexistent/index",
-                        schema=json.dumps(SCHEMA.to_json()), key_ids=(1,))
+                        schema=json.dumps(SCHEMA.to_json()), key_ids=(1,), io=FileIO.for_location("/nonexistent/index"))
 """An index with no segment: every key is new (nothing is read from its location)."""
 
 

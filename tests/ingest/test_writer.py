@@ -89,9 +89,9 @@ class Table:
         return self.catalog.load_table(self.spec.identifier)
 
     def task(self, **overrides: Any) -> WriteTask:
-        metadata = self.loaded.metadata
+        loaded = self.loaded
         ids = (1,) if self.spec.mode == "upsert" else ()
-        task = WriteTask.for_table(metadata, ids, clustered=False, sorted_by_order=False)
+        task = WriteTask.for_table(loaded.metadata, loaded.io, ids, clustered=False, sorted_by_order=False)
         return WriteTask(**{**vars(task), **overrides})
 
     def write(self, batches: Sequence[pa.RecordBatch], **overrides: Any) -> BatchFiles:

@@ -23,7 +23,6 @@ from commit.catalog.rest.catalog import RestCatalog
 from commit.catalog.rest.options import RestOptions
 from table.io import FileIO, FileIOError, _s3_fs
 from table.object_store import CREDENTIAL_VARIABLES
-from table.storage_credentials import VENDED
 from tests.commit.producer_support import CommitTable
 from tests.ingest.e2e_support import REPO, change_events, expected_table, normalized, produce
 from tests.service.test_ingest_command import events_config
@@ -52,10 +51,8 @@ def without_own_keys(monkeypatch: pytest.MonkeyPatch):
     for name, value in NO_INSTANCE_METADATA.items():
         monkeypatch.setenv(name, value)
     _s3_fs.cache_clear()
-    VENDED.forget_all()
     yield
     _s3_fs.cache_clear()
-    VENDED.forget_all()
 
 
 def test_a_table_is_created_written_and_read_with_the_keys_the_catalog_vends(vending_catalog,
@@ -69,11 +66,14 @@ def test_a_table_is_created_written_and_read_with_the_keys_the_catalog_vends(ven
         table = CommitTable.create(catalog, name)  # type: ignore[arg-type]  # staged create: keys first
         table.append([1, 2, 3])
         assert table.ids() == [1, 2, 3]
-        assert VENDED.for_location(f"{table.location}/metadata/v1.json") is not None
+        loaded = catalog.load_table(name)
+        assert loaded.io.credentials.for_location(f"{table.location}/metadata/v1.json") is not None
         sibling = CommitTable.create(catalog, f"{name}_v2")  # type: ignore[arg-type]  # its own keys, not t's
         sibling.append([4])
         assert sibling.ids() == [4]
-        assert VENDED.for_location(f"{sibling.location}/data/x.parquet").prefix == f"{sibling.location}/"
+        siblings = catalog.load_table(f"{name}_v2").io.credentials
+        assert siblings.for_location(f"{sibling.location}/data/x.parquet").prefix == f"{sibling.location}/"
+        assert loaded.io.credentials.for_location(f"{sibling.location}/data/x.parquet") is None, "t's keys are t's"
 
 
 def test_without_vended_keys_a_create_fails_in_one_line(rest_catalog_server, s3proxy, without_own_keys) -> None:

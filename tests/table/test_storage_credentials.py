@@ -6,21 +6,20 @@ import pickle
 
 import pytest
 
-from table.io import _s3_settings
+from table.io import FileIO, _s3_settings
 from table.object_store import S3Settings
-from table.storage_credentials import VENDED, CredentialStore, S3Credential, vended_credentials
+from table.storage_credentials import (
+    NO_CREDENTIALS,
+    RefreshingCredentials,
+    S3Credential,
+    StorageCredentials,
+    vended_credentials,
+)
 
 TABLE = "s3://bucket/wh/db/events"
 PREFIXES = (f"{TABLE}/", f"{TABLE}.floe-key-index/")
 KEYS = {"s3.access-key-id": "AKIA1", "s3.secret-access-key": "secret1", "s3.session-token": "token1",
         "s3.session-token-expires-at-ms": "1893456000000"}
-
-
-@pytest.fixture(autouse=True)
-def empty_store():
-    VENDED.forget_all()
-    yield
-    VENDED.forget_all()
 
 
 def test_storage_credentials_come_first_and_config_counts_only_without_them() -> None:
@@ -39,65 +38,70 @@ def test_storage_credentials_come_first_and_config_counts_only_without_them() ->
 
 
 def test_the_longest_covering_prefix_wins_and_s3a_is_s3() -> None:
-    store = CredentialStore()
-    store.remember([S3Credential("s3://bucket/wh/", "WH", "s")])
-    store.remember([S3Credential(p, "TABLE", "s") for p in PREFIXES])
-    assert store.for_location("s3a://bucket/wh/db/events/data/a.parquet").access_key_id == "TABLE"
-    assert store.for_location(f"{TABLE}.floe-key-index/segments/1.parquet").access_key_id == "TABLE"
-    assert store.for_location("s3://bucket/wh/db/events_v2/metadata/v1.json").access_key_id == "WH"  # a sibling
-    assert store.for_location("s3://bucket/wh2/x") is None  # not under any prefix
-    assert store.for_location("gs://bucket/wh/db/events/x") is None
-    store.remember([S3Credential(f"{TABLE}/", "NEWER", "s")])
-    assert store.for_location(f"{TABLE}/data/a.parquet").access_key_id == "NEWER"
-    assert {c.access_key_id for c in store.relevant_to(TABLE)} == {"WH", "TABLE", "NEWER"}
-    assert {c.access_key_id for c in store.relevant_to("s3://bucket/wh/db/other")} == {"WH"}
+    credentials = StorageCredentials((S3Credential("s3://bucket/wh/", "WH", "s"),
+                                      *(S3Credential(p, "TABLE", "s") for p in PREFIXES)))
+    assert credentials.for_location("s3a://bucket/wh/db/events/data/a.parquet").access_key_id == "TABLE"
+    assert credentials.for_location(f"{TABLE}.floe-key-index/segments/1.parquet").access_key_id == "TABLE"
+    assert credentials.for_location("s3://bucket/wh/db/events_v2/metadata/v1.json").access_key_id == "WH"
+    assert credentials.for_location("s3://bucket/wh2/x") is None  # not under any prefix
+    assert credentials.for_location("gs://bucket/wh/db/events/x") is None
+    assert not NO_CREDENTIALS and NO_CREDENTIALS.for_location(f"{TABLE}/x") is None
 
 
 def test_a_credential_about_to_expire_is_refreshed_through_its_table_load_once_in_a_while() -> None:
     now_ms = [0]
-    store = CredentialStore(clock_ms=lambda: now_ms[0])
     loads = []
 
-    def reload() -> None:  # what the REST catalog's load does: remember the new keys
+    def reload() -> StorageCredentials:  # what the REST catalog's reload does: load the table again
         loads.append(1)
-        store.remember([S3Credential(f"{TABLE}/", f"K{len(loads)}", "s", expires_at_ms=now_ms[0] + 3_600_000)])
+        return StorageCredentials((S3Credential(f"{TABLE}/", f"K{len(loads)}", "s", expires_at_ms=now_ms[0] + 3_600_000),))
 
-    store.remember([S3Credential(f"{TABLE}/", "K0", "s", expires_at_ms=3_600_000)], refresh=reload)
-    assert store.for_location(f"{TABLE}/a").access_key_id == "K0" and loads == []
+    first = StorageCredentials((S3Credential(f"{TABLE}/", "K0", "s", expires_at_ms=3_600_000),))
+    credentials = RefreshingCredentials(first, reload, clock_ms=lambda: now_ms[0])
+    assert credentials.for_location(f"{TABLE}/a").access_key_id == "K0" and loads == []
     now_ms[0] = 3_600_000 - 5 * 60 * 1000  # five minutes left
-    assert store.for_location(f"{TABLE}/a").access_key_id == "K1" and len(loads) == 1
+    assert credentials.for_location(f"{TABLE}/a").access_key_id == "K1" and len(loads) == 1
     now_ms[0] += 3_600_000  # due again, but refreshed less than 30 s ago (monotonic): kept
-    assert store.for_location(f"{TABLE}/a").access_key_id == "K1" and len(loads) == 1
+    assert credentials.for_location(f"{TABLE}/a").access_key_id == "K1" and len(loads) == 1
+    assert credentials.current().credentials[0].access_key_id == "K1"
+
+
+def test_a_failed_refresh_keeps_the_old_keys(caplog) -> None:
+    def reload() -> StorageCredentials:
+        raise OSError("catalog down")
+
+    first = StorageCredentials((S3Credential(f"{TABLE}/", "K0", "s", expires_at_ms=60_000),))
+    credentials = RefreshingCredentials(first, reload, clock_ms=lambda: 0)
+    assert credentials.for_location(f"{TABLE}/a").access_key_id == "K0"
+    assert "could not refresh the vended storage credentials" in caplog.text
 
 
 def test_file_io_reaches_s3_with_the_vended_keys_for_its_location() -> None:
-    assert _s3_settings(f"{TABLE}/data/a.parquet").access_key is None
-    VENDED.remember(vended_credentials(PREFIXES, KEYS, None))
-    settings = _s3_settings(f"{TABLE}/data/a.parquet")
+    assert _s3_settings(f"{TABLE}/data/a.parquet", NO_CREDENTIALS).access_key is None
+    vended = StorageCredentials(tuple(vended_credentials(PREFIXES, KEYS, None)))
+    settings = _s3_settings(f"{TABLE}/data/a.parquet", vended)
     options = settings.pyarrow_options()
     assert (options["access_key"], options["secret_key"], options["session_token"]) == ("AKIA1", "secret1", "token1")
-    assert _s3_settings("s3://bucket/elsewhere/x").access_key is None
+    assert _s3_settings("s3://bucket/elsewhere/x", vended).access_key is None
     assert "secret1" not in repr(settings) and "token1" not in repr(settings)
-    assert "secret1" not in repr(VENDED.snapshot())
+    assert "secret1" not in repr(vended) and "token1" not in repr(vended)
 
 
-def test_a_task_carries_the_credentials_to_the_process_that_runs_it() -> None:
-    assert VENDED.carried(len) is len  # nothing vended: the task is unchanged
-    VENDED.remember(vended_credentials(PREFIXES, KEYS, None))
-    VENDED.remember([S3Credential("s3://bucket/wh/db/other/", "OTHER", "s")])
-    with VENDED.scoped_to(TABLE):
-        wrapped = VENDED.carried(_probe)
-    assert wrapped.__name__ == "_probe"  # as Spark's UI names it
-    assert VENDED.carried(_probe, "s3://bucket/wh/db/other").credentials[0].access_key_id == "OTHER"
-    shipped = pickle.dumps(wrapped)  # what Spark sends to a worker
-    VENDED.forget_all()  # the worker's process starts with none
-    assert pickle.loads(shipped)(f"{TABLE}/data/a.parquet") == "AKIA1"
-    assert VENDED.for_location("s3://bucket/wh/db/other/x") is None  # only the task's table travelled
+def test_a_tables_file_io_travels_to_a_task_with_its_credentials_and_without_its_reload() -> None:
+    """What Spark ships to a worker: the table's FileIO, its keys as they are now, no catalog."""
+    vended = StorageCredentials(tuple(vended_credentials(PREFIXES, KEYS, None)))
+    io = FileIO.for_location(f"{TABLE}/metadata/v1.json", RefreshingCredentials(vended, _no_reload))
+    shipped = pickle.loads(pickle.dumps(io))
+    assert shipped.credentials == vended
+    assert shipped.credentials.for_location(f"{TABLE}/data/a.parquet").access_key_id == "AKIA1"
+    other = FileIO.for_location("s3://bucket/wh/db/other/metadata/v1.json")
+    assert pickle.loads(pickle.dumps(other)).credentials == NO_CREDENTIALS  # another table's keys never travel
+    local = pickle.loads(pickle.dumps(FileIO.for_location("/tmp/x")))
+    assert local.is_local
 
 
-def _probe(location: str) -> str:
-    credential = VENDED.for_location(location)
-    return credential.access_key_id if credential else ""
+def _no_reload() -> StorageCredentials:
+    raise AssertionError("a task never reloads")
 
 
 def test_plain_settings_have_no_keys() -> None:

@@ -56,7 +56,14 @@ from table.metadata_json import table_metadata_from_json, write_table_metadata
 from table.partitioning import UNPARTITIONED_SPEC, PartitionSpec
 from table.schema import Schema
 from table.sort_order import UNSORTED_SORT_ORDER, SortOrder
-from table.storage_credentials import VENDED, S3Credential, vended_credentials
+from table.storage_credentials import (
+    NO_CREDENTIALS,
+    CredentialSource,
+    RefreshingCredentials,
+    S3Credential,
+    StorageCredentials,
+    vended_credentials,
+)
 
 log = logging.getLogger(__name__)
 DEFAULT_SEPARATOR = "%1F"
@@ -167,12 +174,13 @@ class RestCatalog:
         metadata = new_table_metadata(schema, spec, sort_order, table_location, properties)
         metadata_location = f"{metadata_dir(metadata)}/{metadata_file_name(0)}"
         check_location(metadata_location, f"metadata location of table {ident}")
+        credentials = NO_CREDENTIALS
         if self.options.vends_credentials:  # the new table's own keys, before its first file
-            self._stage_create(ident, metadata)
-        write_table_metadata(FileIO.for_location(metadata_location), metadata_location, metadata)
+            credentials = self._stage_create(ident, metadata)
+        write_table_metadata(FileIO.for_location(metadata_location, credentials), metadata_location, metadata)
         return self.register_table(ident, metadata_location)
 
-    def _stage_create(self, ident: TableIdentifier, metadata: TableMetadata) -> None:
+    def _stage_create(self, ident: TableIdentifier, metadata: TableMetadata) -> StorageCredentials:
         """Ask for the new table's storage credentials: a staged create vends them and commits nothing."""
         answer = self._client.request(
             f"stage table {ident}",
@@ -191,7 +199,7 @@ class RestCatalog:
             log.warning(
                 "the REST catalog vended no storage credentials for %s; using this process's own", metadata.location
             )
-        VENDED.remember(vended)
+        return StorageCredentials(tuple(vended))
 
     def register_table(self, identifier: TableIdentifierLike, metadata_location: str) -> LoadedTable:
         ident = to_table_identifier(identifier)
@@ -203,7 +211,7 @@ class RestCatalog:
             idempotent_key=True,
             on_error=_table_error(ident, exists=True),
         )
-        return self._remembered(ident, _loaded(answer.body, str(ident)), answer.body)
+        return self._loaded(ident, answer.body)
 
     def load_table(self, identifier: TableIdentifierLike) -> LoadedTable:
         """The table's current metadata location and metadata, as the server has them."""
@@ -211,18 +219,19 @@ class RestCatalog:
         answer = self._client.request(
             f"load table {ident}", "GET", self._table_path(ident), on_error=_table_error(ident)
         )
-        return self._remembered(ident, _loaded(answer.body, str(ident)), answer.body)
+        return self._loaded(ident, answer.body)
 
-    def _remembered(self, ident: TableIdentifier, loaded: LoadedTable, body: dict[str, Any] | None) -> LoadedTable:
-        """Keep the storage credentials of a load answer; loading the table again refreshes them."""
-        vended = _vended_in(body, loaded.metadata)
+    def _loaded(self, ident: TableIdentifier, body: dict[str, Any] | None) -> LoadedTable:
+        """A load answer as a table whose FileIO holds the credentials it vended: loading the table again
+        refreshes them before they expire."""
+        location, metadata = _location_and_metadata(body, str(ident))
+        vended = _vended_in(body, metadata)
+        credentials: CredentialSource = NO_CREDENTIALS
         if vended:
-
-            def refresh() -> None:
-                self.load_table(ident)
-
-            VENDED.remember(vended, refresh=refresh)
-        return loaded
+            credentials = RefreshingCredentials(
+                StorageCredentials(tuple(vended)), lambda: self.load_table(ident).io.credentials
+            )
+        return LoadedTable(location, metadata, FileIO.for_location(location, credentials))
 
     def load_pointer(self, identifier: TableIdentifierLike) -> TablePointer:
         """Where the table's metadata is now (REST has no cheaper call than a load)."""
@@ -254,15 +263,16 @@ class RestCatalog:
 
     def stage(self, base: LoadedTable, updated: TableMetadata, files: WrittenFiles) -> LoadedTable:
         """Nothing to write: the server writes the metadata file when it applies the change."""
-        return LoadedTable(SERVER_WRITTEN, updated)
+        return LoadedTable(SERVER_WRITTEN, updated, base.io)
 
     def commit(self, identifier: TableIdentifierLike, base: LoadedTable, staged: LoadedTable) -> LoadedTable:
-        """Send the change from ``base`` to ``staged`` to the server: :meth:`commit_metadata`."""
-        return self.commit_metadata(identifier, base.metadata_location, base.metadata, staged.metadata)
+        """Send the change from ``base`` to ``staged`` to the server; the table keeps its FileIO."""
+        location, metadata = self.commit_metadata(identifier, base.metadata_location, base.metadata, staged.metadata)
+        return LoadedTable(location, metadata, base.io)
 
     def commit_metadata(
         self, identifier: TableIdentifierLike, base_location: str, base: TableMetadata, new: TableMetadata
-    ) -> LoadedTable:
+    ) -> tuple[str, TableMetadata]:
         """Apply the change from ``base`` to ``new`` on the server; its (location, metadata).
 
         :class:`CommitConflict` when a requirement failed (nothing changed),
@@ -280,7 +290,7 @@ class RestCatalog:
             idempotent_key=True,
             on_error=_commit_error(ident, base_location),
         )
-        return _loaded(answer.body, str(ident))
+        return _location_and_metadata(answer.body, str(ident))
 
     # -- helpers ----------------------------------------------------------------
 
@@ -296,11 +306,11 @@ class RestCatalog:
             query["pageToken"] = token
 
 
-def _loaded(body: dict[str, Any] | None, table: str) -> LoadedTable:
+def _location_and_metadata(body: dict[str, Any] | None, table: str) -> tuple[str, TableMetadata]:
     if not body or "metadata-location" not in body or "metadata" not in body:
         raise RestCatalogError(f"load table {table}", 200, "", "the answer has no metadata-location and metadata")
     location = body["metadata-location"]
-    return LoadedTable(location, table_metadata_from_json(body["metadata"], location))
+    return location, table_metadata_from_json(body["metadata"], location)
 
 
 def _vended_in(body: dict[str, Any] | None, metadata: TableMetadata) -> list[S3Credential]:

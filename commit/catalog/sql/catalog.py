@@ -284,15 +284,16 @@ class SqlCatalog:
         io = FileIO.for_location(metadata_location)
         write_table_metadata(io, metadata_location, metadata)
         self._insert_table_row(ident, metadata_location, io)
-        return LoadedTable(metadata_location, metadata)
+        return LoadedTable(metadata_location, metadata, io)
 
     def register_table(self, identifier: TableIdentifierLike, metadata_location: str) -> LoadedTable:
         """Add a table whose current metadata file already exists (it is read to check it)."""
         ident = to_table_identifier(identifier)
         check_location(metadata_location, f"metadata location of table {ident}")
-        metadata = read_table_metadata(FileIO.for_location(metadata_location), metadata_location)
+        io = FileIO.for_location(metadata_location)
+        metadata = read_table_metadata(io, metadata_location)
         self._insert_table_row(ident, metadata_location, None)
-        return LoadedTable(metadata_location, metadata)
+        return LoadedTable(metadata_location, metadata, io)
 
     def load_pointer(self, identifier: TableIdentifierLike) -> TablePointer:
         """The table's row, without reading any file."""
@@ -304,7 +305,8 @@ class SqlCatalog:
         """The table's current metadata location and metadata."""
         pointer = self.load_pointer(identifier)
         location = pointer.metadata_location
-        return LoadedTable(location, read_table_metadata(FileIO.for_location(location), location))
+        io = FileIO.for_location(location)
+        return LoadedTable(location, read_table_metadata(io, location), io)
 
     def table_exists(self, identifier: TableIdentifierLike) -> bool:
         ident = to_table_identifier(identifier)
@@ -354,7 +356,7 @@ class SqlCatalog:
         name = metadata_file_name(parse_metadata_version(base.metadata_location) + 1, compressed)
         location = files.add(f"{metadata_dir(metadata)}/{name}")
         write_table_metadata(files.io, location, metadata)
-        return LoadedTable(location, metadata)
+        return LoadedTable(location, metadata, base.io)
 
     def commit(self, identifier: TableIdentifierLike, base: LoadedTable, staged: LoadedTable) -> LoadedTable:
         """Swap the staged metadata file in: :meth:`swap_metadata_location`."""
