@@ -354,8 +354,7 @@ class CatalogSpec:
 
     def open(self, create: bool = True) -> Catalog:
         """The catalog this names, opened."""
-        from commit.catalog import open_catalog
-        from commit.catalog.rest.options import RestOptions
+        from commit.catalog import RestOptions, open_catalog
 
         rest = RestOptions(
             dict(self.headers), self.prefix, self.credential, self.oauth2_server_uri, self.scope, self.access_delegation

@@ -58,3 +58,19 @@ def test_the_import_contract_catches_a_task_that_reaches_the_driver(tmp_path: Pa
     assert result.returncode != 0
     assert "Spark tasks never reach back to the driver" in result.stdout
     assert "ingest.tasks.frame -> ingest.driver.offset_accounting" in result.stdout
+
+
+def test_the_import_contract_catches_a_commit_loop_that_knows_a_catalog(tmp_path: Path) -> None:
+    """The commit loop reaches a catalog only through the Catalog protocol (commit.catalog.base): one that
+    imports the SQL catalog itself is refused, and so is a SQL catalog that reaches into the REST one."""
+    for package in PACKAGES:
+        shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    committer = tmp_path / "commit" / "metadata_committer.py"
+    committer.write_text(committer.read_text() + "\n\ndef _knows() -> None:\n    import commit.catalog.sql.catalog  # noqa\n")
+    sql = tmp_path / "commit" / "catalog" / "sql" / "catalog.py"
+    sql.write_text(sql.read_text() + "\n\ndef _reaches() -> None:\n    import commit.catalog.rest.client  # noqa\n")
+    result = lint_imports(tmp_path)
+    assert result.returncode != 0
+    assert "commit.metadata_committer -> commit.catalog.sql.catalog" in result.stdout
+    assert "commit.catalog.sql.catalog -> commit.catalog.rest.client" in result.stdout

@@ -12,7 +12,16 @@ from commit.catalog.rest.catalog import RestCatalog
 from commit.catalog.rest.options import RestOptions
 from commit.catalog.sql.catalog import SqlCatalog
 
-__all__ = ["Catalog", "LoadedTable", "RestCatalog", "SqlCatalog", "TablePointer", "is_rest_uri", "open_catalog"]
+__all__ = [
+    "Catalog",
+    "LoadedTable",
+    "RestCatalog",
+    "RestOptions",
+    "SqlCatalog",
+    "TablePointer",
+    "is_rest_uri",
+    "open_catalog",
+]
 
 REST_SCHEMES = ("http://", "https://")
 
