@@ -68,7 +68,7 @@ from commit.catalog.base import Catalog
 from commit.catalog.sql.catalog import SqlCatalog
 from commit.exactly_once import committed_batch  # noqa: E402
 from ingest.tasks.changes import OpField  # noqa: E402
-from ingest.tasks.decode_records import INTERNAL_FIELDS, DecodeSpec, decode_batch  # noqa: E402
+from ingest.tasks.decode_records import INTERNAL_FIELDS, DecodeSpec, decode_records  # noqa: E402
 from ingest.job import CatalogSpec, IngestJob, SourceSpec, TableSpec, TriggerSpec  # noqa: E402
 
 SCHEMA = ORDERS
@@ -258,7 +258,7 @@ def ceiling(events: list[tuple[bytes, bytes]], work: Path) -> dict[str, float]:
             "offset": pa.array(range(start, start + len(chunk)), pa.int64()),
             "timestamp": pa.array([0] * len(chunk), pa.timestamp("us", tz="UTC")),
         })
-        rows = decode_batch(kafka, spec).rows
+        rows = decode_records(kafka, spec).rows
         batches.append(rows.drop_columns([f.name for f in INTERNAL_FIELDS]))
     decode_s = time.monotonic() - started
     table = pa.Table.from_batches(batches)
@@ -496,7 +496,7 @@ def python_ceiling(bootstrap: str, topic: str) -> dict[str, float]:
     started, records = time.monotonic(), 0
     for batch in consume_ranges(iter([ranges_batch(ranges)]), ConsumeSettings((("bootstrap.servers", bootstrap),),
                                                                                with_headers=False)):
-        records += decode_batch(batch, spec).rows.num_rows
+        records += decode_records(batch, spec).rows.num_rows
     return {"records": records, "wall_s": time.monotonic() - started, "batch_s": time.monotonic() - started,
             "batches": 1}
 

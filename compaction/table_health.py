@@ -38,7 +38,7 @@ def table_health(tasks: Iterable[FileScanTask], min_file_size: int) -> TableHeal
     the gauge counts the files a run would pick up for their size. Equality
     deletes are counted apart because pyiceberg and DuckDB cannot read a
     snapshot that has any: under the position strategy they are leftovers
-    that compaction must remove (docs/upsert-index-design.md).
+    that compaction must remove (docs/key-index-design.md).
     """
     data_files = small = total_bytes = 0
     delete_paths: set[str] = set()

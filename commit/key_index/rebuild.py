@@ -2,7 +2,7 @@
 
 Both read the table once: the key columns of every live row with its
 position (Floe's reader, deletes applied). That is the per-batch cost the
-index exists to avoid (docs/upsert-index-design.md, design A), paid here
+index exists to avoid (docs/key-index-design.md, design A), paid here
 only to create an index, to replace a stale one, or to verify one.
 """
 

@@ -1,4 +1,4 @@
-"""The driver's steps of a batch that uses the key index (docs/upsert-index-design.md).
+"""The driver's steps of a batch that uses the key index (docs/key-index-design.md).
 
 Before the batch's tasks run, :func:`plan_index` picks the index the batch
 starts from (the table's, or one built from the table when there is none or

@@ -180,7 +180,7 @@ class IngestMetrics:
     def index_committed(
         self, table: str, *, entries: int, size_bytes: int, lookups: int, update_s: float, rebuilt: bool
     ) -> None:
-        """A position-strategy batch committed its key index change (docs/upsert-index-design.md)."""
+        """A position-strategy batch committed its key index change (docs/key-index-design.md)."""
         self.index_entries.labels(table).set(entries)
         self.index_bytes.labels(table).set(size_bytes)
         self.index_lookups.labels(table).inc(lookups)

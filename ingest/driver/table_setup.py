@@ -93,7 +93,7 @@ def job_schema(table: TableSpec) -> Schema:
 STREAMING_TABLE_DEFAULTS = {properties.METADATA_DELETE_AFTER_COMMIT.key: "true"}
 """Properties of a table Floe creates, where the job does not set them."""
 UPSERT_TABLE_DEFAULTS = {properties.UPSERT_DELETE_STRATEGY.key: "position"}
-"""An upsert table Floe creates deletes previous rows by position (docs/upsert-index-design.md)."""
+"""An upsert table Floe creates deletes previous rows by position (docs/key-index-design.md)."""
 
 
 def _create(catalog: Catalog, table: TableSpec) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from ingest.tasks.dead_letters import DeadLetterSink
-from ingest.tasks.decode_records import DecodeSpec, decode_batch
+from ingest.tasks.decode_records import DecodeSpec, decode_records
 
 SENT_DDL = "sent long"
 
@@ -48,7 +48,7 @@ def decode_and_send(
     sink: DeadLetterSink | None = None
     sent = 0
     for batch in batches:
-        dead = decode_batch(batch, decode).dead_letters
+        dead = decode_records(batch, decode).dead_letters
         if dead.num_rows:
             if sink is None:
                 sink = DeadLetterSink(dict(target.producer_config), target.topic)

@@ -1,6 +1,6 @@
 """The executor-side entry point: one Arrow batch of Kafka rows -> table rows + dead letters.
 
-``decode_batch(batch, spec)`` runs, per Spark micro-batch partition, inside
+``decode_records(batch, spec)`` runs, per Spark micro-batch partition, inside
 ``mapInArrow``: it decodes every value (``ingest.tasks.decoding``), works out each
 record's change (``ingest.tasks.changes``), maps values and Kafka metadata onto the
 table's columns (``ingest.tasks.mapping``) and sets every failed record aside as a
@@ -120,7 +120,7 @@ class DecodeSpec:
 
 
 @dataclass(frozen=True)
-class DecodedBatch:
+class DecodedRecords:
     """The outcome of one batch: ``len(rows) + len(dead_letters) + len(skipped) == len(input)``.
 
     ``skipped``: the input records the spec's ``skip_records`` named, taken
@@ -198,7 +198,7 @@ def _key_fields(spec: DecodeSpec, schema: Schema) -> tuple[str, ...]:
 # ---------------------------------------------------------------------------
 
 
-def decode_batch(batch: pa.RecordBatch, spec: DecodeSpec) -> DecodedBatch:
+def decode_records(batch: pa.RecordBatch, spec: DecodeSpec) -> DecodedRecords:
     """Decode and map one Arrow batch of Spark Kafka-source rows, less the records ``spec`` skips."""
     batch, skipped = split_skipped(batch, spec.skip_records)  # the batch itself when nothing is to be skipped
     with _cyclic_gc_paused():
@@ -223,7 +223,7 @@ def _cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _decode_batch(batch: pa.RecordBatch, plan: _Plan) -> DecodedBatch:
+def _decode_batch(batch: pa.RecordBatch, plan: _Plan) -> DecodedRecords:
     _check_columns(batch, plan)
     failures: dict[int, RecordError] = {}
     values = batch.column("value").to_pylist()
@@ -248,7 +248,7 @@ def _decode_batch(batch: pa.RecordBatch, plan: _Plan) -> DecodedBatch:
         _merge(failures, alive, missing_keys(mapped.batch, plan.changes.key_fields, upserts))
     kept = [p for p, i in enumerate(alive) if i not in failures] if failures else alive
     rows = _rows(batch, mapped.batch, [alive[p] for p in kept], kept, [deletes[p] for p in kept], plan)
-    return DecodedBatch(rows, build_dead_letters(batch, failures))
+    return DecodedRecords(rows, build_dead_letters(batch, failures))
 
 
 def _positions_without(failures: Mapping[int, RecordError], count: int) -> list[int]:

@@ -1,7 +1,7 @@
 """The decoded frame: what the decode tasks of a micro-batch hand to Spark.
 
 ``decode_frame`` runs on executors inside ``mapInArrow`` over the Kafka
-source's rows. It calls :func:`ingest.tasks.decode_records.decode_batch` (per topic,
+source's rows. It calls :func:`ingest.tasks.decode_records.decode_records` (per topic,
 because decoded rows do not name their topic) and emits:
 
 * each row: the table's columns in *transport* types (below), Floe's internal
@@ -52,7 +52,7 @@ from ingest.tasks.decode_records import (
     OP_COLUMN,
     PARTITION_COLUMN,
     DecodeSpec,
-    decode_batch,
+    decode_records,
 )
 from ingest.tasks.kafka_columns import HEADER_PREFIX
 from ingest.tasks.record_errors import BadRecordError
@@ -280,7 +280,7 @@ def decoded_batches(
     """Decoded rows per topic, their stats counted; bad records counted, or raised when ``fail_table``."""
     for batch in batches:
         for topic, part in by_topic(batch):
-            decoded = decode_batch(part, decode)
+            decoded = decode_records(part, decode)
             stats.add_rows(topic, decoded.rows)
             if decoded.skipped:
                 stats.add_skipped(decoded.skipped)

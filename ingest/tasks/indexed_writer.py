@@ -2,7 +2,7 @@
 
 Under the ``position`` delete strategy (``floe.upsert.delete-strategy``) an
 upsert batch deletes each touched key's previous row by position, found
-through the key index (:mod:`commit.key_index`, docs/upsert-index-design.md).
+through the key index (:mod:`commit.key_index`, docs/key-index-design.md).
 After the reduction, which runs on rows exchanged by index bucket:
 
 1. :func:`lookup_previous_rows` (per bucket): each change's key is looked up;

@@ -26,7 +26,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.tasks.decode_records import DecodeSpec, decode_batch
+from ingest.tasks.decode_records import DecodeSpec, decode_records
 from ingest.tasks.decoding import (
     AvroDecoder,
     AvroFormat,
@@ -277,7 +277,7 @@ def test_unknown_schema_id_becomes_a_dead_letter(registry: Registry) -> None:
     table = Schema(NestedField(1, "id", LongType()), NestedField(2, "item", StringType()), NestedField(3, "note", StringType()))
     spec = DecodeSpec(table, format=ConfluentAvroFormat(json.dumps(READER), registry_url=registry.url))
     values = [framed(1, V1, {"id": 1, "item": "pen"}), framed(42, V1, {"id": 2, "item": "x"}), b"\x01\x00\x00\x00\x01"]
-    out = decode_batch(kafka_batch(values), spec)
+    out = decode_records(kafka_batch(values), spec)
     assert out.rows.select(["id", "item", "note"]).to_pylist() == [{"id": 1, "item": "pen", "note": None}]
     letters = out.dead_letters.to_pylist()
     assert [(d["source_offset"], d["error_class"]) for d in letters] == [(1, "UnknownSchemaError"), (2, "DecodeError")]
@@ -292,7 +292,7 @@ def test_a_failing_registry_fails_the_batch_instead_of_dead_lettering(registry: 
     table = Schema(NestedField(1, "id", LongType()))
     spec = DecodeSpec(table, format=ConfluentAvroFormat(json.dumps(READER), registry_url=registry.url))
     with pytest.raises(RegistryUnavailableError, match=f"HTTP {status} for schema id 1"):
-        decode_batch(kafka_batch([framed(1, V1, {"id": 1, "item": "pen"})]), spec)
+        decode_records(kafka_batch([framed(1, V1, {"id": 1, "item": "pen"})]), spec)
 
 
 def test_an_unreachable_registry_fails_the_batch() -> None:

@@ -21,7 +21,7 @@ The messages are shaped as Debezium's PostgreSQL connector documents them
   as ``io.debezium.time.ZonedTimestamp`` (ISO-8601 text), and ``numeric`` as
   text (``decimal.handling.mode=string``).
 
-The decode-level tests (tests/ingest/test_decode_batch.py) use the same
+The decode-level tests (tests/ingest/test_decode_records.py) use the same
 fixtures; the end-to-end test here produces them to a real broker and runs the
 ingest service from a configuration with the session's Spark.
 """

@@ -11,13 +11,13 @@ import pickle
 import pyarrow as pa
 import pytest
 
-from ingest.tasks.decode_records import DecodeSpec, decode_batch
+from ingest.tasks.decode_records import DecodeSpec, decode_records
 from ingest.tasks.frame import TaskStats, decoded_batches, stats_rows
 from ingest.job import IngestJob, JobSpecError, SourceSpec, TableSpec, decode_spec_from_json, decode_spec_to_json
 from ingest.driver.offset_accounting import batch_stats
 from ingest.tasks.record_errors import BadRecordError
 from ingest.skips import RecordRef, RecordRefError, format_refs, parse_record_ref, record_refs, split_skipped
-from tests.ingest.test_decode_batch import ORDERS, js, kafka_batch
+from tests.ingest.test_decode_records import ORDERS, js, kafka_batch
 
 GOOD = [js({"id": i}) for i in range(6)]
 
@@ -61,15 +61,15 @@ def test_an_empty_skip_list_or_no_hit_returns_the_batch_itself():
 
 def test_a_skipped_poison_record_is_neither_row_nor_dead_letter_and_the_rest_decodes():
     batch = kafka_batch([GOOD[0], GOOD[1], b"{not json", GOOD[2]], partition=0, first_offset=49)
-    without = decode_batch(batch, DecodeSpec(ORDERS))
+    without = decode_records(batch, DecodeSpec(ORDERS))
     assert without.dead_letters.column("source_offset").to_pylist() == [51]
-    out = decode_batch(batch, DecodeSpec(ORDERS, skip_records=("orders/0@51",)))
+    out = decode_records(batch, DecodeSpec(ORDERS, skip_records=("orders/0@51",)))
     assert out.rows.column("_floe_offset").to_pylist() == [49, 50, 52]
     assert out.dead_letters.num_rows == 0 and out.skipped == (RecordRef("orders", 0, 51),)
 
 
 def test_a_named_record_is_skipped_whatever_it_holds():
-    out = decode_batch(kafka_batch(GOOD[:3], first_offset=0), DecodeSpec(ORDERS, skip_records=("orders/4@1",)))
+    out = decode_records(kafka_batch(GOOD[:3], first_offset=0), DecodeSpec(ORDERS, skip_records=("orders/4@1",)))
     assert out.rows.column("id").to_pylist() == [0, 2] and out.skipped == (RecordRef("orders", 4, 1),)
 
 

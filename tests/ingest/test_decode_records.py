@@ -21,7 +21,7 @@ from ingest.tasks.dead_letters import (
     DeadLetterSink,
     build_dead_letters,
 )
-from ingest.tasks.decode_records import INTERNAL_FIELDS, DecodedBatch, DecodeSpec, decode_batch
+from ingest.tasks.decode_records import INTERNAL_FIELDS, DecodedRecords, DecodeSpec, decode_records
 from ingest.tasks.record_errors import FieldError
 from table.arrow_schema import schema_to_arrow
 from table.schema import Schema
@@ -91,7 +91,7 @@ def js(obj: Any) -> bytes:
     return json.dumps(obj).encode()
 
 
-def assert_accounted(out: DecodedBatch, batch: pa.RecordBatch) -> None:
+def assert_accounted(out: DecodedRecords, batch: pa.RecordBatch) -> None:
     """Every input row is in exactly one output."""
     assert out.rows.num_rows + out.dead_letters.num_rows == batch.num_rows
     seen = out.rows.column("_floe_offset").to_pylist() + out.dead_letters.column("source_offset").to_pylist()
@@ -115,7 +115,7 @@ def test_mixed_batch_counts_add_up_and_each_bad_record_carries_its_reason() -> N
         js({"id": 4, "at": 1714557600000, "extra": "ignored"}),
     ]
     batch = kafka_batch(values, headers=[[{"key": "trace", "value": b"t-1"}]] * len(values))
-    out = decode_batch(batch, DecodeSpec(ORDERS))
+    out = decode_records(batch, DecodeSpec(ORDERS))
     assert_accounted(out, batch)
     assert out.rows.column("id").to_pylist() == [1, 4]
     assert out.rows.column("amount").to_pylist() == [Decimal("12.30"), None]
@@ -132,7 +132,7 @@ def test_mixed_batch_counts_add_up_and_each_bad_record_carries_its_reason() -> N
 
 def test_dead_letters_keep_the_original_record_and_add_floe_headers() -> None:
     batch = kafka_batch([js({"id": "x"})], keys=[b"k-1"], headers=[[{"key": "trace", "value": b"t-1"}]], partition=7)
-    letter = decode_batch(batch, DecodeSpec(ORDERS)).dead_letters.to_pylist()[0]
+    letter = decode_records(batch, DecodeSpec(ORDERS)).dead_letters.to_pylist()[0]
     assert letter["key"] == b"k-1"
     assert letter["value"] == js({"id": "x"})
     assert letter["headers"] == [
@@ -149,7 +149,7 @@ def test_dead_letters_keep_the_original_record_and_add_floe_headers() -> None:
 
 def test_rows_follow_the_table_schema_plus_floe_columns() -> None:
     batch = kafka_batch([js({"id": 1}), js({"id": "bad"}), js({"id": 2})], partition=9, first_offset=40)
-    out = decode_batch(batch, DecodeSpec(ORDERS))
+    out = decode_records(batch, DecodeSpec(ORDERS))
     assert out.rows.schema == pa.schema(list(schema_to_arrow(ORDERS)) + list(INTERNAL_FIELDS))
     assert out.dead_letters.schema == DEAD_LETTER_SCHEMA
     assert out.rows.select(["_floe_op", "_floe_partition", "_floe_offset", "_floe_kafka_ts"]).to_pylist() == [
@@ -160,14 +160,14 @@ def test_rows_follow_the_table_schema_plus_floe_columns() -> None:
 
 
 def test_empty_batch() -> None:
-    out = decode_batch(kafka_batch([]), DecodeSpec(ORDERS))
+    out = decode_records(kafka_batch([]), DecodeSpec(ORDERS))
     assert out.rows.num_rows == 0 and out.dead_letters.num_rows == 0
     assert out.rows.schema == pa.schema(list(schema_to_arrow(ORDERS)) + list(INTERNAL_FIELDS))
 
 
 def test_sliced_input_batches() -> None:
     batch = kafka_batch([js({"id": 1}), js({"id": "x"}), js({"id": 3}), b"]"]).slice(1)
-    out = decode_batch(batch, DecodeSpec(ORDERS))
+    out = decode_records(batch, DecodeSpec(ORDERS))
     assert_accounted(out, batch)
     assert out.rows.column("id").to_pylist() == [3]
     assert out.dead_letters.column("source_offset").to_pylist() == [101, 103]
@@ -176,10 +176,10 @@ def test_sliced_input_batches() -> None:
 def test_a_batch_without_the_kafka_columns_is_a_bug_not_a_dead_letter() -> None:
     batch = kafka_batch([js({"id": 1})]).drop_columns(["offset"])
     with pytest.raises(ValueError, match=r"lacks columns \['offset'\]"):
-        decode_batch(batch, DecodeSpec(ORDERS))
+        decode_records(batch, DecodeSpec(ORDERS))
     spec = DecodeSpec(ORDERS, metadata_columns={"amount": "headers.amount"})
     with pytest.raises(ValueError, match=r"lacks columns \['headers'\]"):
-        decode_batch(kafka_batch([js({"id": 1})]).drop_columns(["headers"]), spec)
+        decode_records(kafka_batch([js({"id": 1})]).drop_columns(["headers"]), spec)
 
 
 # ---------------------------------------------------------------------------
@@ -210,7 +210,7 @@ def test_upserts_and_deletes_from_op_fields_and_tombstones() -> None:
     ]
     keys = [None, None, None, b'{"id": 2}', None, None, b'{"name": "no id"}']
     batch = kafka_batch(values, keys=keys)
-    out = decode_batch(batch, spec)
+    out = decode_records(batch, spec)
     assert_accounted(out, batch)
     assert out.rows.select(["id", "name", "_floe_op", "_floe_offset"]).to_pylist() == [
         {"id": 1, "name": "ann", "_floe_op": 0, "_floe_offset": 100},
@@ -225,7 +225,7 @@ def test_upserts_and_deletes_from_op_fields_and_tombstones() -> None:
 def test_an_optional_key_field_must_still_be_present_in_upsert_mode() -> None:
     schema = Schema(NestedField(1, "code", StringType()), NestedField(2, "n", LongType()))
     spec = DecodeSpec(schema, mode="upsert", key_fields=("code",))
-    out = decode_batch(kafka_batch([js({"code": "a", "n": 1}), js({"n": 2})]), spec)
+    out = decode_records(kafka_batch([js({"code": "a", "n": 1}), js({"n": 2})]), spec)
     assert out.rows.column("code").to_pylist() == ["a"]
     assert out.dead_letters.select(["error_class", "error_message"]).to_pylist() == [
         {"error_class": "ChangeError", "error_message": "field 'code': key field is missing"}
@@ -243,7 +243,7 @@ def test_kafka_metadata_columns() -> None:
         keys=[b'{"id": 1}', b'{"id": 2}', b"not json", b'{"id": 4}'],
         headers=[[{"key": "tenant", "value": b"7"}], [], [], [{"key": "tenant", "value": b"seven"}]],
     )
-    out = decode_batch(batch, spec)
+    out = decode_records(batch, spec)
     assert_accounted(out, batch)
     assert out.rows.select(["id", "name", "source", "tenant", "raw_key", "kafka_offset"]).to_pylist() == [
         {"id": 1, "name": "a", "source": "orders", "tenant": 7, "raw_key": b'{"id": 1}', "kafka_offset": 100},
@@ -257,13 +257,13 @@ def test_kafka_metadata_columns() -> None:
 def test_string_kafka_keys_delete() -> None:
     schema = Schema(NestedField(1, "code", StringType(), required=True), identifier_field_ids=[1])
     spec = DecodeSpec(schema, mode="upsert", key_format="string")
-    out = decode_batch(kafka_batch([None], keys=[b"sku-9"]), spec)
+    out = decode_records(kafka_batch([None], keys=[b"sku-9"]), spec)
     assert out.rows.select(["code", "_floe_op"]).to_pylist() == [{"code": "sku-9", "_floe_op": 1}]
 
 
 def test_epoch_unit_applies_to_numeric_timestamps() -> None:
     spec = DecodeSpec(ORDERS, epoch_unit="s")
-    out = decode_batch(kafka_batch([js({"id": 1, "at": 1714557600})]), spec)
+    out = decode_records(kafka_batch([js({"id": 1, "at": 1714557600})]), spec)
     assert out.rows.column("at")[0].as_py() == dt.datetime(2024, 5, 1, 10, tzinfo=dt.timezone.utc)
 
 
@@ -301,7 +301,7 @@ def debezium_expected(tombstones: bool) -> list[tuple[int, dict[str, Any]]]:
 def test_debezium_change_events_decode_to_rows_and_a_dead_lettered_truncate(schemas: bool, tombstones: bool) -> None:
     events = customers_history(Debezium(schemas=schemas, tombstones=tombstones))
     batch = kafka_batch([e.value for e in events], keys=[e.key for e in events])
-    out = decode_batch(batch, DEBEZIUM_SPEC)
+    out = decode_records(batch, DEBEZIUM_SPEC)
     assert_accounted(out, batch)
 
     columns = [f.name for f in CUSTOMERS.fields]
@@ -317,7 +317,7 @@ def test_debezium_change_events_decode_to_rows_and_a_dead_lettered_truncate(sche
 def test_debezium_envelopes_are_rows_only_with_the_envelope_on() -> None:
     """Without ``envelope`` the envelope itself would be the row: no ``id`` column at its top level."""
     events = customers_history(Debezium(schemas=False))[:2]
-    out = decode_batch(kafka_batch([e.value for e in events], keys=[e.key for e in events]),
+    out = decode_records(kafka_batch([e.value for e in events], keys=[e.key for e in events]),
                        DecodeSpec(CUSTOMERS, mode="upsert", op_field=OpField()))
     assert out.rows.num_rows == 0
     assert out.dead_letters.column("error_message").to_pylist() == ["field 'id': required field is missing"] * 2
@@ -387,7 +387,7 @@ RECORD = st.one_of(GOOD, BAD, st.none())
 def test_every_record_lands_exactly_once(values: list[Optional[bytes]], mode: str) -> None:
     keys = [js({"id": i}) if i % 2 else None for i in range(len(values))]
     batch = kafka_batch(values, keys=keys)
-    out = decode_batch(batch, DecodeSpec(ORDERS, mode=mode))  # type: ignore[arg-type]
+    out = decode_records(batch, DecodeSpec(ORDERS, mode=mode))  # type: ignore[arg-type]
     assert_accounted(out, batch)
     assert all(m for m in out.dead_letters.column("error_message").to_pylist())
     ops = out.rows.column("_floe_op").to_pylist()
@@ -410,14 +410,14 @@ def test_build_dead_letters_without_headers_or_keys() -> None:
 
 
 def test_dead_letter_without_a_field_has_a_null_field_header() -> None:
-    out = decode_batch(kafka_batch([b"{"]), DecodeSpec(ORDERS))
+    out = decode_records(kafka_batch([b"{"]), DecodeSpec(ORDERS))
     headers = {h["key"]: h["value"] for h in out.dead_letters.column("headers")[0].as_py()}
     assert headers["floe.error.field"] is None
     assert headers["floe.error.class"] == b"DecodeError"
 
 
 def test_dead_letter_sink_raises_when_kafka_does_not_acknowledge() -> None:
-    letters = decode_batch(kafka_batch([b"{", b"["]), DecodeSpec(ORDERS)).dead_letters
+    letters = decode_records(kafka_batch([b"{", b"["]), DecodeSpec(ORDERS)).dead_letters
     config = {"bootstrap.servers": "127.0.0.1:1", "message.timeout.ms": 500, "log_level": 0}
     sink = DeadLetterSink(config, "orders.dlq", flush_timeout=10.0)
     started = time.monotonic()
@@ -429,7 +429,7 @@ def test_dead_letter_sink_raises_when_kafka_does_not_acknowledge() -> None:
 
 def test_librdkafka_lines_go_through_python_logging(caplog) -> None:
     """The dead-letter producer's own lines reach Floe's handlers (and format), not bare stderr."""
-    letters = decode_batch(kafka_batch([b"{"]), DecodeSpec(ORDERS)).dead_letters
+    letters = decode_records(kafka_batch([b"{"]), DecodeSpec(ORDERS)).dead_letters
     config = {"bootstrap.servers": "127.0.0.1:1", "message.timeout.ms": 1500, "reconnect.backoff.ms": 100}
     with caplog.at_level("INFO", logger="floe.librdkafka"):
         with pytest.raises(DeadLetterDeliveryError):

@@ -50,7 +50,7 @@ phase, sampled from /proc.
 Targets: the per-batch time at the largest size at most 1.5x that at the
 smallest; upsert throughput at least 0.5x append throughput (at every size).
 
-    .venv/bin/python bench/upsert_index.py [--sizes 1000000,10000000,30000000] [--changes 20000] [--repeat 3]
+    .venv/bin/python bench/key_index.py [--sizes 1000000,10000000,30000000] [--changes 20000] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -601,9 +601,9 @@ def main() -> None:
     from runtime.spark_session import build_spark_session
 
     started = time.monotonic()
-    work = Path(tempfile.mkdtemp(prefix="floe-bench-upsert-index-"))
+    work = Path(tempfile.mkdtemp(prefix="floe-bench-key-index-"))
     print(f"sizes {sizes}, {args.changes:,} changes per batch, work dir {work}", flush=True)
-    spark = build_spark_session("floe-bench-upsert-index", {"spark.driver.memory": args.driver_memory,
+    spark = build_spark_session("floe-bench-key-index", {"spark.driver.memory": args.driver_memory,
                                                              "spark.sql.shuffle.partitions": "4"})
     results = []
     rss = PeakRss()
