@@ -163,6 +163,8 @@ _WRAPPERS = frozenset(
     }
 )
 _SUMMARY_CHARS = 500
+# librdkafka's error as confluent-kafka prints it: KafkaError{code=_TRANSPORT,val=-195,str="..."}
+_KAFKA_ERROR = re.compile(r'KafkaError\{code=(?P<code>\w+),val=-?\d+,str="(?P<text>.*?)"\}')
 
 
 def summarize_error(error: BaseException) -> str:
@@ -182,6 +184,7 @@ def summarize_error(error: BaseException) -> str:
 
 
 def _clip(text: str) -> str:
+    text = _KAFKA_ERROR.sub(lambda m: f"{m['text']} ({m['code']})", text)
     return text if len(text) <= _SUMMARY_CHARS else text[: _SUMMARY_CHARS - 1] + "…"
 
 

@@ -220,6 +220,10 @@ def test_summaries_name_the_cause_and_stay_short() -> None:
                         "[TABLE_OR_VIEW_NOT_FOUND] nope\n\tat org.apache.Foo(Foo.scala:1)")
     assert summarize_error(py4j) == "AnalysisException: [TABLE_OR_VIEW_NOT_FOUND] nope"
     assert len(summarize_error(ValueError("x" * 5000))) <= 500
+    kafka = RuntimeError('Traceback ...\nconfluent_kafka.error.KafkaException: KafkaError{code=_UNKNOWN_PARTITION,'
+                         'val=-190,str="Failed to get watermark offsets: Local: Unknown partition"}')
+    assert summarize_error(kafka) == \
+        "KafkaException: Failed to get watermark offsets: Local: Unknown partition (_UNKNOWN_PARTITION)"
 
 
 def test_text_format_is_one_readable_line_per_record(root_logger: logging.Logger) -> None:
