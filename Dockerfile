@@ -1,6 +1,12 @@
 # Floe: multi-stage image. The build stage runs the same set-up as the README
 # (a virtualenv with Floe installed, and the JVM jars resolved by deploy/pom.xml).
-FROM python:3.11-slim-bookworm AS build
+# The base images are build arguments: by default the public Python image;
+# `make image` passes a stand-in built from Debian's packages
+# (deploy/base-image.sh) where Docker Hub cannot be reached.
+ARG BUILD_BASE=python:3.11-slim-bookworm
+ARG RUNTIME_BASE=python:3.11-slim-bookworm
+
+FROM ${BUILD_BASE} AS build
 RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jdk-headless maven \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
@@ -19,7 +25,7 @@ RUN /opt/floe/venv/bin/pip install --quiet .
 RUN /opt/floe/venv/bin/python -m runtime.pyspark_bytecode
 RUN deploy/fetch-jars.sh /opt/floe/jars spark-kafka kafka-broker
 
-FROM python:3.11-slim-bookworm
+FROM ${RUNTIME_BASE}
 RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --create-home floe \

@@ -7,8 +7,12 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 JARS   := .cache/jars
 PYTEST_ARGS ?=
+# Test worker processes (pytest-xdist); each test file runs whole on one of them.
+TEST_WORKERS ?= 2
+BASE_IMAGE ?= localhost/floe-base:bookworm
+IMAGE  ?= localhost/floe:dev
 
-.PHONY: setup venv jars runtime-jars postgres promtool test demo clean
+.PHONY: setup venv jars runtime-jars postgres promtool podman base-image image image-if-engine test demo clean
 
 setup: venv jars
 
@@ -49,8 +53,31 @@ promtool:
 	  { echo "installing promtool (Debian package prometheus) for the alert rule tests"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; }
 
-test: setup postgres promtool
-	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+# The image is built with Debian's podman (runc, cgroupfs, vfs, host network:
+# deploy/podman/containers.conf), on a base made by mmdebstrap from Debian's
+# packages in place of the public Python image (deploy/base-image.sh).
+podman:
+	@command -v podman >/dev/null 2>&1 && command -v mmdebstrap >/dev/null 2>&1 || \
+	  { echo "installing podman and mmdebstrap (Debian packages) for the image"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      podman runc conmon mmdebstrap >/dev/null; }
+
+base-image: podman
+	deploy/base-image.sh $(BASE_IMAGE)
+
+# The Dockerfile as it is, on the local base; rebuilt only when a file it reads
+# changed (deploy/build-image.sh).
+image: base-image
+	deploy/build-image.sh $(IMAGE) $(BASE_IMAGE)
+
+# The image's tests need the image; where podman cannot run containers, they
+# are skipped (each says why) and the build is not tried.
+image-if-engine: podman
+	@if deploy/podman/podman info >/dev/null 2>&1; then $(MAKE) --no-print-directory image; \
+	  else echo "no container engine runs here: the image is not built, and its tests will be skipped"; fi
+
+test: setup postgres promtool image-if-engine
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 demo: venv runtime-jars
 	$(VENV)/bin/floe demo

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import ctypes
 import logging
+import random
 import signal
 import socket
 import subprocess
@@ -52,6 +53,36 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_KEPT_PORT = 10_000
+
+
+def kept_port(pick: Callable[[int, int], int] = random.randrange) -> int:
+    """A free TCP port on 127.0.0.1 below the kernel's ephemeral range.
+
+    The kernel never hands such a port to a port-0 bind or to an outgoing
+    connection, so while a broker is stopped no other process on the machine
+    (another test, another broker's clients) takes its port by chance, and it
+    starts again on the same one. Falls back to :func:`free_port` when the
+    range leaves no room below it.
+    """
+    try:
+        ephemeral_low = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32_768
+    for _ in range(200):
+        if ephemeral_low <= LOWEST_KEPT_PORT:
+            break
+        port = pick(LOWEST_KEPT_PORT, ephemeral_low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    return free_port()
 
 
 def new_cluster_id(random_bytes: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
@@ -148,7 +179,10 @@ class LocalKafka:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         first = self._ports is None
         if self._ports is None:
-            self._ports = free_port(), free_port()
+            broker, controller = kept_port(), kept_port()
+            while controller == broker:
+                controller = kept_port()
+            self._ports = broker, controller
         broker_port, controller_port = self._ports
         config = self._write_config(broker_port, controller_port)
         if first:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from service.local_kafka import LocalKafka, broker_properties, new_cluster_id
+from service.local_kafka import EPHEMERAL_RANGE, LocalKafka, broker_properties, kept_port, new_cluster_id
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,3 +84,14 @@ def test_broker_dies_with_a_killed_owner(tmp_path: Path):
         owner.send_signal(signal.SIGKILL)
         owner.wait()
     assert _wait_gone(broker_pid), "the broker outlived its killed owner"
+
+
+def test_a_kept_port_is_free_and_below_the_ephemeral_range_so_no_client_takes_it_while_the_broker_is_down():
+    ephemeral_low = int(EPHEMERAL_RANGE.read_text().split()[0])
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0 if ephemeral_low <= 10_000 else ephemeral_low - 1))
+        busy = taken.getsockname()[1]
+        picks = iter([busy, busy - 1])
+        port = kept_port(lambda low, high: next(picks))
+    assert port == busy - 1, "a port something listens on is passed over"
+    assert kept_port() < ephemeral_low

@@ -474,17 +474,30 @@ def test_grafana_provisions_the_dashboard_and_the_datasource() -> None:
 
 
 def dockerfile_stages() -> list[list[tuple[str, str]]]:
-    """Instructions per stage, continuation lines joined, comments dropped."""
+    """Instructions per stage, continuation lines joined, comments dropped; a FROM names its base image as the
+    global build arguments (ARG before the first FROM) default it."""
     text = re.sub(r"\\\n\s*", " ", (ROOT / "Dockerfile").read_text())
+    defaults: dict[str, str] = {}
     stages: list[list[tuple[str, str]]] = []
     for line in text.splitlines():
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         keyword, _, rest = line.strip().partition(" ")
+        if keyword.upper() == "ARG" and not stages:
+            name, _, default = rest.strip().partition("=")
+            defaults[name] = default
+            continue
         if keyword.upper() == "FROM":
             stages.append([])
+            rest = re.sub(r"\$\{(\w+)\}", lambda m: defaults[m[1]], rest)
         stages[-1].append((keyword.upper(), rest.strip()))
     return stages
+
+
+def test_the_dockerfile_takes_its_base_images_as_build_arguments_defaulting_to_the_public_one() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    assert re.findall(r"^FROM (\S+)", text, re.M) == ["${BUILD_BASE}", "${RUNTIME_BASE}"]
+    assert [stage[0][1].split()[0] for stage in dockerfile_stages()] == ["python:3.11-slim-bookworm"] * 2
 
 
 def setup_step(command: str) -> str | None:

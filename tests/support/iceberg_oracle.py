@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import pyarrow as pa
 
@@ -27,9 +27,11 @@ class OracleError(RuntimeError):
 class IcebergOracle:
     """A long-lived oracle process; each request waits at most ``timeout_s``."""
 
-    def __init__(self, work_dir: Path, timeout_s: float = 300.0) -> None:
+    def __init__(self, work_dir: Path, timeout_s: float = 300.0, wrapper: Sequence[str] = ()) -> None:
+        """``wrapper``: a command the worker runs under (e.g. ``unshare`` into a mount namespace of its own)."""
         self.work_dir = Path(work_dir)
         self.timeout_s = timeout_s
+        self.wrapper = list(wrapper)
         self._proc: Optional[subprocess.Popen[str]] = None
         self.spark_version: Optional[str] = None
 
@@ -38,7 +40,7 @@ class IcebergOracle:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
         self._stderr = open(self.work_dir / "oracle.stderr", "a")
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.oracle_worker"],
+            [*self.wrapper, sys.executable, "-m", "tests.support.oracle_worker"],
             cwd=REPO_ROOT,
             env=env,
             stdin=subprocess.PIPE,
