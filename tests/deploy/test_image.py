@@ -164,6 +164,7 @@ def answers(port: int, path: str, status: int = 200) -> bool:
 
 
 def metric(port: int, name: str) -> Optional[float]:
+    """The sum of the table's samples of ``name`` (the lag has one per partition); None when there are none."""
     from prometheus_client.parser import text_string_to_metric_families
 
     try:
@@ -172,7 +173,7 @@ def metric(port: int, name: str) -> Optional[float]:
         return None
     values = [s.value for f in text_string_to_metric_families(text) for s in f.samples
               if s.name == name and s.labels.get("table") == TABLE]
-    return values[0] if values else None
+    return sum(values) if values else None
 
 
 def latest(directory: Path) -> int:
