@@ -33,7 +33,11 @@ RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-
 COPY --from=build /opt/floe /opt/floe
 COPY --chmod=0755 deploy/entrypoint.sh /opt/floe/bin/entrypoint
 ENV PATH=/opt/floe/venv/bin:$PATH \
-    FLOE_JARS_DIR=/opt/floe/jars
+    FLOE_JARS_DIR=/opt/floe/jars \
+    FLOE_CLASS_ARCHIVE_DIR=/opt/floe/jvm
+# Spark's classes, parsed and verified once here with this stage's Java, and
+# mapped by every driver the image starts, as make setup does (runtime/class_archive.py)
+RUN python -m runtime.class_archive
 USER floe
 # `floe …` for Floe's commands; `executor` when Spark on Kubernetes runs this
 # image as an executor pod (deploy/kubernetes/spark-on-kubernetes).

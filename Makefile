@@ -12,9 +12,9 @@ TEST_WORKERS ?= 2
 BASE_IMAGE ?= localhost/floe-base:bookworm
 IMAGE  ?= localhost/floe:dev
 
-.PHONY: setup venv jars runtime-jars postgres promtool podman base-image image image-if-engine test demo clean
+.PHONY: setup venv jars runtime-jars class-archive postgres promtool podman base-image image image-if-engine test demo clean
 
-setup: venv jars
+setup: venv jars class-archive
 
 venv: $(VENV)/.installed $(VENV)/.pyspark-bytecode
 
@@ -37,6 +37,11 @@ jars:
 # The jar sets Floe itself runs with (the demo's): the test-only sets are about 200 MB more.
 runtime-jars:
 	deploy/fetch-jars.sh $(JARS) spark-kafka kafka-broker
+
+# Spark's classes, parsed and verified once, mapped by every Spark driver
+# after (runtime/class_archive.py): its start takes about a third less CPU.
+class-archive: venv runtime-jars
+	$(VENV)/bin/python -m runtime.class_archive
 
 # The catalog tests start a real PostgreSQL server from Debian's package.
 postgres:
@@ -79,7 +84,7 @@ image-if-engine: podman
 test: setup postgres promtool image-if-engine
 	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-demo: venv runtime-jars
+demo: venv runtime-jars class-archive
 	$(VENV)/bin/floe demo
 
 clean:

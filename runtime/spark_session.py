@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from runtime import class_archive
 from runtime.jars import jar_paths
 from runtime.logging import MASK, SECRET_WORDS
 from runtime.signals import ignore_stop_signals
@@ -205,7 +206,9 @@ def build_spark_session(
     settings = {**base_spark_conf(conf.get("spark.master", "local[2]")), **conf}
     log_option = f"-Dlog4j2.configurationFile=file:{_log_config_file(*_floe_log_style())}"
     settings["spark.driver.extraJavaOptions"] = " ".join(
-        part for part in (settings.get("spark.driver.extraJavaOptions"), log_option) if part
+        part
+        for part in (settings.get("spark.driver.extraJavaOptions"), log_option, class_archive.java_options())
+        if part
     )
     jars = [*jar_paths("spark-kafka"), *extra_jars]
     builder = SparkSession.builder.appName(app_name).config("spark.jars", ",".join(jars))

@@ -19,6 +19,11 @@ from hypothesis import settings
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# The suite starts a Spark driver JVM about a hundred times (each `floe ingest` run, each restart after a
+# kill, the oracle), and most of each one's CPU goes to compiling Spark's start-up code with C2, which it
+# runs only briefly. C1 alone halves that CPU; what the JVM computes is the same. Floe itself runs with the
+# JVM's defaults. SPARK_SUBMIT_OPTS is what Spark's launcher adds to the driver's java command.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
 # CI runs the property tests on a fixed seed, so that a red CI can be reproduced and a
 # green one is not luck; runs on a developer's machine keep exploring new examples.

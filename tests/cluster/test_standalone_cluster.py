@@ -58,6 +58,8 @@ SHARED_CORES = {  # two apps, two one-core workers: an idle app gives its execut
     "spark.dynamicAllocation.shuffleTracking.enabled": "true",
     "spark.dynamicAllocation.shuffleTracking.timeout": "5s",
     "spark.dynamicAllocation.executorIdleTimeout": "3s",
+    # dynamic allocation starts executor JVMs again and again: C1 alone, as the tests' drivers (tests/conftest.py)
+    "spark.executor.extraJavaOptions": os.environ.get("SPARK_SUBMIT_OPTS", ""),
     "spark.dynamicAllocation.schedulerBacklogTimeout": "1s",
 }
 

@@ -27,6 +27,7 @@ REPLY_PREFIX = "@@oracle "
 def build_oracle_session():
     from pyspark.sql import SparkSession
 
+    from runtime import class_archive
     from runtime.jars import jar_paths
     from runtime.spark_session import local_spark_conf
 
@@ -37,6 +38,7 @@ def build_oracle_session():
         **local_spark_conf(),
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.driver.memory": "1g",
+        "spark.driver.extraJavaOptions": class_archive.java_options(),
     }
     for key, value in conf.items():
         builder = builder.config(key, value)

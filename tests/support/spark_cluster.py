@@ -118,7 +118,8 @@ class SparkCluster:
     def _launch(self, name: str, main_class: str, *args: str) -> subprocess.Popen[bytes]:
         env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOG_DIR": str(self.work_dir),
                "SPARK_NO_DAEMONIZE": "1", "SPARK_DAEMON_MEMORY": "256m",
-               "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "localhost"}
+               "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "localhost",
+               "SPARK_DAEMON_JAVA_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", "")}  # C1 alone, as the tests' drivers
         with open(self.work_dir / f"{name}.log", "ab") as out:
             return subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), main_class, *args], env=env,
                                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
