@@ -245,7 +245,9 @@ def test_ingest_and_compact_containers_stop_whole_survive_kill_and_land_exactly(
     etc.mkdir()
     (etc / "config.yaml").write_text(yaml.safe_dump(floe_config(kafka_bootstrap, topic)))
     checkpoint = volume / "checkpoints" / TABLE
-    producer = paced_producer(kafka_bootstrap, topic, change_events(200_000, 3_000, seed=31), chunk=500, pause_s=0.25)
+    # 200 records a second: a batch every trigger until the last kill, and well below what the ingest lands
+    # (1,000 a batch) even beside another heavy test, so the backlog left at the end drains in seconds
+    producer = paced_producer(kafka_bootstrap, topic, change_events(200_000, 3_000, seed=31), chunk=50, pause_s=0.25)
     containers: list[Container] = []
     try:
         ingest = Container.run(image, "ingest", etc, volume)
