@@ -7,8 +7,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 JARS   := .cache/jars
 PYTEST_ARGS ?=
-# Test worker processes (pytest-xdist); each test file runs whole on one of them,
-# in the order collected: the slow files first (tests/conftest.py).
+# Test worker processes (pytest-xdist); each test file runs whole on one of them.
 TEST_WORKERS ?= 2
 BASE_IMAGE ?= localhost/floe-base:bookworm
 IMAGE  ?= localhost/floe:dev
@@ -83,7 +82,7 @@ image-if-engine: podman
 	  else echo "no container engine runs here: the image is not built, and its tests will be skipped"; fi
 
 test: setup postgres promtool image-if-engine
-	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 demo: venv runtime-jars class-archive
 	$(VENV)/bin/floe demo

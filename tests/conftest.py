@@ -34,15 +34,6 @@ if os.environ.get("CI"):
 log = logging.getLogger("floe.tests")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The tests marked ``slow`` first, in their files' order; the rest keep theirs.
-
-    ``make test`` hands whole files to its workers in this order, so the slow files start early and the
-    quick ones fill the gaps beside them, rather than one slow file running alone at the end.
-    """
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 def _docker_answers() -> bool:
     """True when a Docker engine answers a ping within a second."""
     try:

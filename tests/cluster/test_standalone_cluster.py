@@ -46,7 +46,7 @@ from tests.ingest.e2e_support import Delivered, change_events, expected_table, n
 from tests.support.s3proxy import ACCESS_KEY, REGION, SECRET_KEY, s3_file_io_properties
 from tests.support.spark_cluster import SparkCluster, app_task_counts, running_tasks
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
 REPO = Path(__file__).resolve().parents[2]
 KEYS, PARTITIONS = 1_500, 2
 MAX_OFFSETS = 1_000

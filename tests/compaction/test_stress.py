@@ -61,7 +61,7 @@ from table.scan import TableScan
 from tests.ingest.e2e_support import Delivered, change_events, expected_table, normalized, produce, upsert_job
 from tests.service.test_ingest_command import http_get
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
 
 KEYS = 3_000
 CHUNK = 400  # events produced per tick

@@ -39,7 +39,7 @@ from tests.service.test_demo import summary_value
 from tests.service.test_ingest_command import events_config, http_get
 from tests.support.iceberg_oracle import IcebergOracle
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
 
 PODMAN = str(REPO / "deploy" / "podman" / "podman")
 IMAGE = os.environ.get("FLOE_IMAGE", "localhost/floe:dev")

@@ -24,7 +24,7 @@ from table.io import FileIO
 from table.scan import TableScan
 from tests.ingest.e2e_support import change_events, expected_table, normalized, produce, upsert_job
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
 
 EVENTS = 200_000
 KEYS = 30_000

@@ -61,7 +61,7 @@ from tests.ingest.e2e_support import (
     upsert_job,
 )
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
 
 KEYS = 3_000
 PARTITIONS = 3

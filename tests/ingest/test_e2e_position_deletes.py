@@ -52,7 +52,7 @@ from tests.ingest.e2e_support import (
 )
 from tests.support.s3proxy import pyiceberg_s3_properties, s3_file_io_properties
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
 
 EVENTS = 40_000
 KEYS = 6_000

@@ -41,7 +41,7 @@ from tests.ingest.e2e_support import (
     upsert_job,
 )
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 
 def read_table(job):

@@ -17,7 +17,7 @@ from commit.catalog.sql.catalog import SqlCatalog
 from table.io import FileIO
 from table.scan import TableScan
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 FLOE = [sys.executable, "-m", "service.cli"]
 
 

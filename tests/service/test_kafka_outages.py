@@ -34,8 +34,6 @@ from service.local_kafka import LocalKafka, free_port
 from tests.ingest.e2e_support import change_events, create_topic, expected_table, produce
 from tests.service.test_ingest_command import events_config, http_get, read_rows
 
-pytestmark = [pytest.mark.slow]
-
 REPO = Path(__file__).resolve().parents[2]
 FLOE = [sys.executable, "-m", "service.cli"]
 OUTAGE_S = 60.0

@@ -40,7 +40,7 @@ from service.ingest_command import EXIT_OK, EXIT_STOPPED
 from tests.ingest.e2e_support import REPO, Delivered, change_events, expected_table, produce
 from tests.service.test_ingest_command import events_config, read_rows
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 FLOE = [sys.executable, "-m", "service.cli"]
 TABLE = "db.events"
 # A Python or a Java stack trace, or the exception line that ends one.

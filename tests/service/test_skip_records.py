@@ -36,8 +36,6 @@ from tests.ingest.e2e_support import Event, produce
 from tests.service.test_config import changed, minimal, problems_of, write
 from tests.service.test_ingest_failures import STACK_TRACE, floe
 
-pytestmark = [pytest.mark.slow]
-
 POISON_OFFSET = 50
 RECORDS = 100
 UPDATES_FROM = 90  # offsets 90-99 update keys 0-9, produced before the poison record

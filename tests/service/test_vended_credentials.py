@@ -29,8 +29,6 @@ from tests.service.test_ingest_command import events_config
 from tests.support.rest_catalog import RestCatalogServer
 from tests.support.s3proxy import REGION, s3_file_io_properties
 
-pytestmark = [pytest.mark.slow]
-
 FLOE = [sys.executable, "-m", "service.cli"]
 NO_INSTANCE_METADATA = {"AWS_EC2_METADATA_DISABLED": "true"}
 
