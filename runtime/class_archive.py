@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from runtime.jars import pyspark_home
+
 _SOURCE_TREE_DEFAULT = Path(__file__).resolve().parent.parent / ".cache" / "jvm"
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 """The JVM's own notes on the archive (classes it skipped, an archive it could not map) stay out of Floe's log."""
@@ -82,13 +84,8 @@ def _java_binary() -> Path | None:
 
 def _pyspark_jars() -> Path | None:
     """pyspark's ``jars`` folder: the driver's application classpath."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    jars = Path(next(iter(spec.submodule_search_locations))) / "jars"
-    return jars if jars.is_dir() else None
+    home = pyspark_home()
+    return home / "jars" if home is not None and (home / "jars").is_dir() else None
 
 
 class ClassArchiveError(RuntimeError):
@@ -110,7 +107,7 @@ def create(path: Path) -> float:
     try:
         _run_workload(Path(scratch))
         if not Path(scratch).is_file() or Path(scratch).stat().st_size == 0:
-            raise ClassArchiveError(f"{path}: the JVM wrote no archive (see the output above)")
+            raise ClassArchiveError(f"{path}: the workload's JVM exited without writing its archive to {scratch}")
         os.chmod(scratch, 0o644)
         os.replace(scratch, path)
     finally:

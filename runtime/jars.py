@@ -24,6 +24,16 @@ def jars_root() -> Path:
     return Path(os.environ.get("FLOE_JARS_DIR", str(_SOURCE_TREE_DEFAULT)))
 
 
+def pyspark_home() -> Path | None:
+    """The installed pyspark's folder (Spark's home: its ``jars``, ``python/lib``), found without importing it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
 def jar_set_dir(name: str) -> Path:
     """The folder of one jar set, checked to be completely fetched."""
     if name not in JAR_SETS:

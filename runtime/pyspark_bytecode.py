@@ -34,6 +34,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from runtime.jars import pyspark_home
+
 _CHECKED_HASH_PYC = 0b11
 """PEP 552 flags: hash-based, and checked against the source on every import."""
 
@@ -89,10 +91,10 @@ def _holds_current_bytecode(archive: zipfile.ZipFile, entries: list[zipfile.ZipI
 
 def installed_archive() -> Path | None:
     """The ``pyspark.zip`` that Spark puts on its Python processes' path, if pyspark ships one."""
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or not spec.submodule_search_locations:
+    home = pyspark_home()
+    if home is None:
         return None
-    archive = Path(next(iter(spec.submodule_search_locations))) / "python" / "lib" / "pyspark.zip"
+    archive = home / "python" / "lib" / "pyspark.zip"
     return archive if archive.is_file() else None
 
 
