@@ -2,7 +2,7 @@
 
 An outage: the broker stopped (SIGTERM, then started again on the same port
 and data) for a minute, and frozen (SIGSTOP, then SIGCONT) for a minute,
-under one running ingest. Ingest stays up throughout, ``floe_ingest_kafka_up``
+under two running ingests, one on each source, side by side. Ingest stays up throughout, ``floe_ingest_kafka_up``
 reads 0 and ``/readyz`` is not ready while it lasts, and the table is exact
 afterwards. Each test waits for states (the gauge, the rows); the one
 deliberate wait is the outage's own length. Records produced just before
@@ -15,6 +15,7 @@ words of ``floe check``, and creates nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import signal
@@ -23,7 +24,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 import pytest
 import yaml
@@ -37,7 +38,48 @@ from tests.service.test_ingest_command import events_config, http_get, read_rows
 REPO = Path(__file__).resolve().parents[2]
 FLOE = [sys.executable, "-m", "service.cli"]
 OUTAGE_S = 60.0
+READERS = ("spark", "python")
 STACK_TRACE = re.compile(r"Traceback \(most recent call last\)|^\s+at [\w.$]+\(|py4j\.protocol", re.M)
+
+
+@dataclasses.dataclass
+class Ingest:
+    """One ``floe ingest`` under the outages: its source, its own topic, directory, port and log."""
+
+    reader: str
+    topic: str
+    home: Path
+    port: int
+    log: Path
+    process: subprocess.Popen
+    delivered: list = dataclasses.field(default_factory=list)
+    stuck: list = dataclasses.field(default_factory=list)  # why kafka_up was still 0 180 s after an outage
+
+    @classmethod
+    def start(cls, reader: str, bootstrap: str, root: Path) -> "Ingest":
+        home = root / reader
+        home.mkdir()
+        topic = create_topic(bootstrap, f"outage-{reader}", partitions=2)
+        port = free_port()
+        raw = events_config(home, bootstrap, topic)
+        raw["kafka"]["reader"] = reader
+        raw["http"]["ingest_port"] = port
+        config = home / "floe.yaml"
+        config.write_text(yaml.safe_dump(raw))
+        log = home / "ingest.log"
+        with log.open("w") as out:
+            process = subprocess.Popen([*FLOE, "ingest", "--config", str(config)], cwd=REPO, stdout=out,
+                                       stderr=subprocess.STDOUT)
+        return cls(reader, topic, home, port, log, process)
+
+    def produce(self, bootstrap: str, count: int, seed: int) -> None:
+        self.delivered += produce(bootstrap, self.topic, change_events(count, 150, seed=seed))
+
+    def landed(self) -> bool:
+        return (metric(self.port, "floe_ingest_records_read_total") or 0) >= len(self.delivered)
+
+    def wait_for(self, what: str, condition: Callable[[], bool], timeout_s: float = 180.0) -> None:
+        wait_for(f"{what} ({self.reader} source)", condition, self.process, self.log, timeout_s)
 
 
 def metric(port: int, name: str) -> Optional[float]:
@@ -70,73 +112,91 @@ def wait_for(what: str, condition: Callable[[], bool], process: subprocess.Popen
         time.sleep(0.5)
 
 
-def ride_out(kafka: LocalKafka, outage: str, port: int, process: subprocess.Popen, log: Path) -> Optional[str]:
-    """One outage of OUTAGE_S seconds: ingest stays up, kafka_up reads 0 and /readyz is not ready throughout.
-    Returns why kafka_up did not read 1 again within 180 s after it, or None when it did."""
+def ride_out(kafka: LocalKafka, outage: str, ingests: list[Ingest]) -> None:
+    """One outage of OUTAGE_S seconds: every ingest stays up, kafka_up reads 0 and /readyz is not ready
+    throughout. An ingest whose kafka_up does not read 1 again within 180 s after it gets a line in ``stuck``."""
     began = time.monotonic()
     kafka.stop() if outage == "stopped" else kafka.freeze()
     try:
-        wait_for("kafka_up 0", lambda: metric(port, "floe_ingest_kafka_up") == 0, process, log, timeout_s=OUTAGE_S)
-        status, body = http_get(f"http://127.0.0.1:{port}/readyz")
-        assert status == 503 and "db.events: kafka unreachable" in body, f"{body}\n{log_tail(log)}"
+        for ingest in ingests:
+            ingest.wait_for("kafka_up 0", lambda port=ingest.port: metric(port, "floe_ingest_kafka_up") == 0,
+                            timeout_s=max(1.0, OUTAGE_S - (time.monotonic() - began)))
+            status, body = http_get(f"http://127.0.0.1:{ingest.port}/readyz")
+            assert status == 503 and "db.events: kafka unreachable" in body, f"{body}\n{log_tail(ingest.log)}"
         while time.monotonic() - began < OUTAGE_S:
-            assert process.poll() is None, f"floe ingest ended during the {outage} broker's outage:\n{log_tail(log)}"
-            up = metric(port, "floe_ingest_kafka_up")
-            assert up == 0, f"kafka_up stays 0 while the outage lasts, read {up}"
+            for ingest in ingests:
+                assert ingest.process.poll() is None, \
+                    f"floe ingest ({ingest.reader}) ended during the {outage} broker's outage:\n{log_tail(ingest.log)}"
+                up = metric(ingest.port, "floe_ingest_kafka_up")
+                assert up == 0, f"kafka_up stays 0 while the outage lasts, read {up} ({ingest.reader} source)"
             time.sleep(1.0)
     finally:
         kafka.start() if outage == "stopped" else kafka.thaw()
+    for ingest in ingests:
+        await_kafka_up(ingest, outage)
+
+
+def await_kafka_up(ingest: Ingest, outage: str) -> None:
+    """Wait until kafka_up reads 1 again after ``outage``; if it does not within 180 s, say why in ``stuck``."""
     seen: list[Optional[float]] = []  # None: /metrics did not answer
 
     def up_again() -> bool:
-        seen.append(metric(port, "floe_ingest_kafka_up"))
+        seen.append(metric(ingest.port, "floe_ingest_kafka_up"))
         return seen[-1] == 1
 
     try:
-        wait_for("kafka_up 1 again", up_again, process, log)
+        ingest.wait_for("kafka_up 1 again", up_again)
     except AssertionError as error:
-        assert process.poll() is None, str(error)
-        return f"after the {outage} broker: {error}\nkafka_up read last: {seen[-5:]}"
-    return None
+        assert ingest.process.poll() is None, str(error)
+        ingest.stuck.append(f"after the {outage} broker: {error}\nkafka_up read last: {seen[-5:]}")
 
 
+# Both sources ride out the same outages, side by side: one broker, a topic, a table and an ingest each.
 @pytest.mark.kafka
 @pytest.mark.spark
-@pytest.mark.parametrize("reader", ["spark", "python"])
-def test_ingest_rides_out_a_stopped_and_a_frozen_broker_and_lands_every_record_once(reader, tmp_path):
+def test_ingest_rides_out_a_stopped_and_a_frozen_broker_and_lands_every_record_once(tmp_path):
     with LocalKafka(tmp_path / "kafka") as kafka:
         bootstrap = kafka.bootstrap
-        topic = create_topic(bootstrap, "outage", partitions=2)
-        delivered = produce(bootstrap, topic, change_events(600, 150, seed=21))
-        port = free_port()
-        raw = events_config(tmp_path, bootstrap, topic)
-        raw["kafka"]["reader"] = reader
-        raw["http"]["ingest_port"] = port
-        config = tmp_path / "floe.yaml"
-        config.write_text(yaml.safe_dump(raw))
-        output = tmp_path / "ingest.log"
-        with output.open("w") as log:
-            process = subprocess.Popen([*FLOE, "ingest", "--config", str(config)], cwd=REPO, stdout=log,
-                                       stderr=subprocess.STDOUT)
+        ingests: list[Ingest] = []
         try:
-            landed = lambda: (metric(port, "floe_ingest_records_read_total") or 0) >= len(delivered)  # noqa: E731
-            wait_for("the first records landed", landed, process, output, timeout_s=300)
-            stuck = []  # kafka_up still 0 180 s after an outage
+            for reader in READERS:
+                ingests.append(Ingest.start(reader, bootstrap, tmp_path))
+                ingests[-1].produce(bootstrap, 600, seed=21)
+            for ingest in ingests:
+                ingest.wait_for("the first records landed", ingest.landed, timeout_s=300)
             for seed, outage in ((22, "stopped"), (23, "frozen")):
-                delivered += produce(bootstrap, topic, change_events(300, 150, seed=seed))  # in flight, or not yet
-                stuck += filter(None, [ride_out(kafka, outage, port, process, output)])
-                delivered += produce(bootstrap, topic, change_events(300, 150, seed=seed + 10))
-                wait_for(f"every record after the {outage} broker came back", landed, process, output)
-            process.send_signal(signal.SIGTERM)
-            code = process.wait(180)
+                for ingest in ingests:
+                    ingest.produce(bootstrap, 300, seed=seed)  # in flight, or not yet
+                ride_out(kafka, outage, ingests)
+                for ingest in ingests:
+                    ingest.produce(bootstrap, 300, seed=seed + 10)
+                for ingest in ingests:
+                    ingest.wait_for(f"every record after the {outage} broker came back", ingest.landed)
+            for ingest in ingests:
+                ingest.process.send_signal(signal.SIGTERM)
+            codes = {ingest.reader: ingest.process.wait(180) for ingest in ingests}
         finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait(60)
-    text = output.read_text()
-    assert code == EXIT_STOPPED, text[-5000:]
-    rows, _ = read_rows(tmp_path)
-    assert rows == expected_table(delivered), "every record landed exactly once"
+            for ingest in ingests:
+                if ingest.process.poll() is None:
+                    ingest.process.kill()
+                    ingest.process.wait(60)
+    for ingest in ingests:
+        check_after_the_outages(ingest, codes[ingest.reader], bootstrap)
+    assert not [i.stuck for i in ingests if i.reader != "spark" and i.stuck]
+    if any(i.stuck for i in ingests):
+        # Open: once in a clean-clone run (before the lag probe made its Kafka client anew after failures),
+        # kafka_up stayed 0 for 180 s after the broker came back, while Spark's source read on. Everything
+        # else above is asserted; this alone is an expected failure until it is seen again with its log.
+        pytest.xfail("kafka_up did not return to 1 (spark source): " + "; ".join(sum((i.stuck for i in ingests), [])))
+
+
+def check_after_the_outages(ingest: Ingest, code: int, bootstrap: str) -> None:
+    """Stopped by its signal, exact rows, and a person's words in its log: one line as each outage began,
+    one as Kafka answered again, no librdkafka error object and no stack trace."""
+    text = ingest.log.read_text()
+    assert code == EXIT_STOPPED, f"{ingest.reader} source:\n{text[-5000:]}"
+    rows, _ = read_rows(ingest.home)
+    assert rows == expected_table(ingest.delivered), f"every record landed exactly once ({ingest.reader} source)"
     records = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
     monitor = [r["message"] for r in records if r["logger"] == "floe.ingest" and "retrying every" in r["message"]]
     assert 2 <= len(monitor) <= 4, f"a line when each outage began (and maybe a minute on), not one per try: {monitor}"
@@ -144,13 +204,8 @@ def test_ingest_rides_out_a_stopped_and_a_frozen_broker_and_lands_every_record_o
                             m) for m in monitor), monitor
     assert "KafkaError{" not in text, "librdkafka's errors are worded for a person"
     assert not STACK_TRACE.search(text), text[-5000:]
-    if stuck and reader == "spark":
-        # Open: once in a clean-clone run (before the lag probe made its Kafka client anew after failures),
-        # kafka_up stayed 0 for 180 s after the broker came back, while Spark's source read on. Everything
-        # else above is asserted; this alone is an expected failure until it is seen again with its log.
-        pytest.xfail("kafka_up did not return to 1: " + "; ".join(stuck))
-    assert not stuck, stuck
-    assert len([r for r in records if "answers again" in r["message"]]) == 2, "a line when it is back"
+    if not ingest.stuck:
+        assert len([r for r in records if "answers again" in r["message"]]) == 2, "a line when it is back"
 
 
 def missing_topic_config(tmp: Path, bootstrap: str, reader: str) -> Path:
