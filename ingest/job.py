@@ -39,6 +39,10 @@ Pairs = tuple[tuple[str, str], ...]
 StartingOffsets: TypeAlias = str | tuple[tuple[str, tuple[tuple[int, int], ...]], ...]
 
 _DURATION = re.compile(r"^\d+(\.\d+)?\s*(ms|s|m|min|h|d)$")
+SPARK_KAFKA_API_TIMEOUT_MS = "300000"
+"""``default.api.timeout.ms`` of Spark's source's consumers: a task reading when Kafka went away waits
+five minutes for it (the Java client's default, one minute, failed the task, and with it the query, when
+a broker was stopped or frozen for a minute mid-batch: local mode does not retry a task)."""
 SOURCE_READERS = ("spark", "python")
 """``spark``: Spark's Kafka source; ``python``: Floe's (:mod:`ingest.kafka_source`), records never enter the JVM."""
 _RESERVED_KAFKA = frozenset(
@@ -152,8 +156,13 @@ class SourceSpec:
         The consumer reads committed records only (``isolation.level=read_committed``) unless the
         properties say otherwise: Kafka's Java consumer defaults to ``read_uncommitted``, which would
         land the records of aborted transactions, where Floe's own source (librdkafka) skips them.
+        The Java consumer's calls wait up to :data:`SPARK_KAFKA_API_TIMEOUT_MS` for Kafka, unless the
+        properties say otherwise.
         """
-        options = {"kafka.isolation.level": "read_committed"}
+        options = {
+            "kafka.isolation.level": "read_committed",
+            "kafka.default.api.timeout.ms": SPARK_KAFKA_API_TIMEOUT_MS,
+        }
         options.update({f"kafka.{k}": v for k, v in as_dict(self.kafka_properties).items()})
         options["kafka.bootstrap.servers"] = self.bootstrap_servers
         if self.topic_pattern is not None:

@@ -243,8 +243,11 @@ def test_spark_options_pass_client_properties_as_kafka_options():
     assert options["includeHeaders"] == "true"
     assert (options["maxOffsetsPerTrigger"], options["minOffsetsPerTrigger"], options["maxTriggerDelay"]) == ("100", "10", "5m")
     assert options["kafka.isolation.level"] == "read_committed", "aborted transactions are skipped, as librdkafka does"
-    chosen = _job(kafka_properties={"isolation.level": "read_uncommitted"}).source.spark_options()
+    assert options["kafka.default.api.timeout.ms"] == "300000", "a task waits out a broker's outage of minutes"
+    chosen = _job(kafka_properties={"isolation.level": "read_uncommitted",
+                                    "default.api.timeout.ms": "90000"}).source.spark_options()
     assert chosen["kafka.isolation.level"] == "read_uncommitted"
+    assert chosen["kafka.default.api.timeout.ms"] == "90000"
 
 
 def test_floes_source_gets_a_task_per_local_slot_unless_the_job_caps_its_tasks():
