@@ -409,6 +409,10 @@ class IngestJob:
     def name(self) -> str:
         return self.query_name or f"floe-ingest-{self.table.identifier}"
 
+    @property
+    def table_ids(self) -> tuple[str, ...]:
+        return (self.table.identifier,)
+
 
 # ---------------------------------------------------------------------------
 # JSON
@@ -537,3 +541,82 @@ def _format_from_json(obj: Mapping[str, Any]) -> Format:
 def with_decode_schema(table: TableSpec, schema: Schema) -> TableSpec:
     """``table`` decoding into ``schema`` (the table's own, with its field ids)."""
     return replace(table, decode=replace(table.decode, schema=schema))
+
+
+# ---------------------------------------------------------------------------
+# One query, many tables
+# ---------------------------------------------------------------------------
+
+
+SHARED_CHECKPOINT = "shared-query"
+"""The directory of the shared query's checkpoint under the checkpoint root."""
+
+
+@dataclass(frozen=True)
+class SharedIngestJob:
+    """One streaming query that lands many tables: each table's own job, all read by Floe's source
+    through one checkpoint, one trigger and one catalog (:mod:`ingest.driver.shared_batch`).
+
+    Each job keeps its source's topics (the table's share of every batch), its table and its
+    starting offsets; the query reads the union of their topics. ``commit_threads`` bounds the
+    tables written and committed at once.
+    """
+
+    jobs: tuple[IngestJob, ...]
+    commit_threads: int = 8
+    query_name: str = "floe-ingest"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "jobs", tuple(self.jobs))
+        if not self.jobs:
+            raise JobSpecError("jobs", "a shared query needs at least one table")
+        if self.commit_threads < 1:
+            raise JobSpecError("commit_threads", f"must be at least 1, got {self.commit_threads}")
+        first = self.jobs[0]
+        for job in self.jobs:
+            if job.source.reader != "python":
+                raise JobSpecError("source.reader", "a shared query reads through Floe's source ('python')")
+            for name in ("checkpoint_location", "trigger", "catalog"):
+                if getattr(job, name) != getattr(first, name):
+                    raise JobSpecError(name, f"{job.table.identifier} differs from {first.table.identifier}")
+            if job.source.bootstrap_servers != first.source.bootstrap_servers:
+                raise JobSpecError("source.bootstrap_servers", "the tables of a shared query read one Kafka cluster")
+
+    @property
+    def name(self) -> str:
+        return self.query_name
+
+    @property
+    def table_ids(self) -> tuple[str, ...]:
+        return tuple(job.table.identifier for job in self.jobs)
+
+    @property
+    def checkpoint_location(self) -> str:
+        return self.jobs[0].checkpoint_location
+
+    @property
+    def trigger(self) -> TriggerSpec:
+        return self.jobs[0].trigger
+
+    @property
+    def catalog(self) -> CatalogSpec:
+        return self.jobs[0].catalog
+
+    @property
+    def grace_seconds(self) -> float:
+        return self.jobs[0].grace_seconds
+
+    @property
+    def lag_interval_seconds(self) -> float:
+        return self.jobs[0].lag_interval_seconds
+
+    @property
+    def source(self) -> SourceSpec:
+        """What the query reads: every table's topics (a pattern when some table has one), with the first
+        table's client settings; where each table starts is its own (see ``ingest.driver.shared_query``)."""
+        listed = sorted({t for job in self.jobs for t in job.source.topics})
+        patterns = sorted({job.source.topic_pattern for job in self.jobs if job.source.topic_pattern is not None})
+        if not patterns:
+            return replace(self.jobs[0].source, topics=tuple(listed), topic_pattern=None, starting_offsets="earliest")
+        union = "|".join([*(f"(?:{p})" for p in patterns), *(re.escape(t) for t in listed)])
+        return replace(self.jobs[0].source, topics=(), topic_pattern=union, starting_offsets="earliest")

@@ -23,13 +23,13 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from ingest.driver.metrics import IngestMetrics
-from ingest.job import IngestJob
+from ingest.job import IngestJob, SharedIngestJob
 from ingest.skips import RecordRef
 from service.check import require_kafka
 from service.config import FloeConfig
 from service.failures import log_failure
 from service.http import OpsServer
-from service.jobs import build_jobs
+from service.jobs import build_jobs, build_shared_job
 from service.metrics import register_service_metrics
 from service.spark_setup import apply_storage, start_spark
 
@@ -140,20 +140,20 @@ def run_ingest_service(
     stop = stop or threading.Event()
     registry = registry or CollectorRegistry()
     apply_storage(config)
-    jobs = build_jobs(config, skip)
+    shared = config.ingest.query == "shared"
+    jobs: list[IngestJob] | SharedIngestJob = build_shared_job(config, skip) if shared else build_jobs(config, skip)
     if not stop.is_set():  # stopped already: nothing will read Kafka, whether it answers or not
         require_kafka(config)
     service_metrics = register_service_metrics(registry)
     metrics = IngestMetrics(registry)
-    readiness = IngestReadiness(
-        registry, [j.table.identifier for j in jobs], config.readiness.max_commit_age.total_seconds()
-    )
+    tables = jobs.table_ids if isinstance(jobs, SharedIngestJob) else [j.table.identifier for j in jobs]
+    readiness = IngestReadiness(registry, tables, config.readiness.max_commit_age.total_seconds())
     server = OpsServer(
         config.http.host, config.http.ingest_port if port is None else port, registry, setting="http.ingest_port"
     )
     server.add_readiness_check("ingest", readiness)
     with server:
-        log.info("ingest starting", extra={"tables": len(jobs), "metrics_url": server.url})
+        log.info("ingest starting", extra={"tables": len(tables), "metrics_url": server.url})
         code = _start_and_run(config, jobs, spark, stop, metrics, readiness, service_metrics)
     log.info("ingest stopped", extra={"exit_code": code, "reason": _EXIT_REASONS[code]})
     return code
@@ -161,7 +161,7 @@ def run_ingest_service(
 
 def _start_and_run(
     config: FloeConfig,
-    jobs: list[IngestJob],
+    jobs: list[IngestJob] | SharedIngestJob,
     spark: Any,
     stop: threading.Event,
     metrics: IngestMetrics,
@@ -187,22 +187,17 @@ def _stopped_while_starting() -> int:
 
 
 def _run_queries(
-    jobs: list[IngestJob],
+    jobs: list[IngestJob] | SharedIngestJob,
     spark: Any,
     stop: threading.Event,
     metrics: IngestMetrics,
     readiness: IngestReadiness,
     service_metrics: Any,
 ) -> int:
-    from ingest.driver.stream import run_ingest
-
     halt = threading.Event()  # stops every query: set by ``stop`` or by a failing query
     queries: list[Any] = []
     try:
-        for job in jobs:
-            if stop.is_set():
-                break  # a stop while the tables are set up: the queries started so far stop below
-            queries.append(run_ingest(job, spark, halt, metrics))
+        _start_queries(jobs, spark, stop, halt, metrics, queries)
         service_metrics.mark_up("ingest")
         readiness.queries_started()
         failed = _supervise(queries, stop, halt)
@@ -218,13 +213,34 @@ def _run_queries(
     return _exit_code(failed, stop.is_set())
 
 
+def _start_queries(
+    jobs: list[IngestJob] | SharedIngestJob,
+    spark: Any,
+    stop: threading.Event,
+    halt: threading.Event,
+    metrics: IngestMetrics,
+    queries: list[Any],
+) -> None:
+    """Start the shared query, or each table's; ``queries`` gets each one as it starts."""
+    from ingest.driver.shared_query import run_shared_ingest
+    from ingest.driver.stream import run_ingest
+
+    if isinstance(jobs, SharedIngestJob):
+        queries.append(run_shared_ingest(jobs, spark, halt, metrics))
+        return
+    for job in jobs:
+        if stop.is_set():
+            break  # a stop while the tables are set up: the queries started so far stop below
+        queries.append(run_ingest(job, spark, halt, metrics))
+
+
 def _supervise(queries: list[Any], stop: threading.Event, halt: threading.Event) -> bool:
     """Wait until every query ended or ``stop`` is set; True when a query failed."""
     while not stop.wait(0.5):
         errors = [(q, e) for q in queries if (e := _error(q)) is not None]
         if errors:
             for query, error in errors:
-                log_failure(log, f"ingest query {query.job.name} failed", error, table=query.job.table.identifier)
+                log_failure(log, f"ingest query {query.job.name} failed", error, table=", ".join(query.job.table_ids))
             return True
         if not any(q.is_active for q in queries) and all(q.await_termination(0) for q in queries):
             log.info("every ingest query ended on its own")

@@ -14,7 +14,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from ingest.job import CatalogSpec, IngestJob, JobSpecError, SortTerm, SourceSpec, TableSpec, TriggerSpec
+from ingest.job import (
+    CatalogSpec,
+    IngestJob,
+    JobSpecError,
+    SharedIngestJob,
+    SortTerm,
+    SourceSpec,
+    TableSpec,
+    TriggerSpec,
+)
 from ingest.skips import RecordRef, RecordRefError, parse_record_ref, record_refs
 from ingest.tasks.changes import OpField
 from ingest.tasks.decode_records import DecodeSpec
@@ -61,6 +70,11 @@ def build_jobs(config: FloeConfig, skip: Sequence[RecordRef] = ()) -> list[Inges
     if problems:
         raise ConfigError("tables", problems)
     return jobs
+
+
+def build_shared_job(config: FloeConfig, skip: Sequence[RecordRef] = ()) -> SharedIngestJob:
+    """Every table's job (:func:`build_jobs`) in one shared query (``ingest.query: shared``)."""
+    return SharedIngestJob(tuple(build_jobs(config, skip)), config.ingest.commit_threads)
 
 
 def catalog_spec(config: FloeConfig) -> CatalogSpec:

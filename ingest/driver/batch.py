@@ -28,6 +28,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from commit.catalog.base import Catalog
@@ -36,11 +37,12 @@ from ingest.driver.batch_committer import BatchCommitter, IndexRaced
 from ingest.driver.batch_write import BatchOutcome, BatchWrite, delete_uncommitted
 from ingest.driver.dead_letter_pass import send_dead_letters
 from ingest.driver.metrics import IngestMetrics
-from ingest.driver.offset_accounting import batch_size, replayed_records, through_planned_ends
+from ingest.driver.offset_accounting import PerPartition, batch_size, replayed_records, through_planned_ends
 from ingest.driver.offset_log import OffsetLog
-from ingest.driver.write_plans import BatchSource, PlanChooser
+from ingest.driver.write_plans import BatchSource, PlanChooser, WritePlan
 from ingest.job import IngestJob, TableSpec
 from ingest.kafka_source.rows import KafkaRows
+from ingest.kafka_source.table_ranges import TableRanges
 from ingest.tasks.frame import reads_headers
 from ingest.tasks.output import BatchFiles
 from table.metadata import TableMetadata
@@ -49,6 +51,18 @@ log = logging.getLogger("floe.ingest")
 
 WRITER_ID_TIMEOUT_S = 120.0
 MAX_INDEX_REDOS = 3
+
+
+@dataclass(frozen=True)
+class PreparedBatch:
+    """A batch about to be written for one table: its planned ends and the table's committed offsets
+    there (both of the table's topics only), and its write plan."""
+
+    batch_id: int
+    started: float
+    planned: PerPartition
+    committed: PerPartition
+    plan: WritePlan
 
 
 class WriterIdUnbound(RuntimeError):
@@ -62,7 +76,8 @@ class BatchProcessor:
     :func:`ingest.job.with_decode_schema`). The writer id, the query id, is
     known only once the query has started: :meth:`bind` supplies it and the
     first batch waits for it. ``on_commit`` runs after each commit (the lag
-    monitor's poke).
+    monitor's poke). ``ranges``: in a shared query, the topics of this table
+    (:mod:`ingest.driver.shared_batch`).
     """
 
     def __init__(
@@ -72,8 +87,10 @@ class BatchProcessor:
         catalog: Catalog,
         metrics: IngestMetrics,
         on_commit: Callable[[], None] = lambda: None,
+        ranges: TableRanges | None = None,
     ) -> None:
         self._job = job
+        self.ranges = ranges
         self._table = table
         self._catalog = catalog
         self._metrics = metrics
@@ -94,13 +111,28 @@ class BatchProcessor:
         assert self._writer_id is not None
         return self._writer_id
 
+    @property
+    def table(self) -> TableSpec:
+        return self._table
+
     def __call__(self, df: Any, batch_id: int) -> None:
         try:
             outcome = self.process(df, batch_id)
-        except BaseException:
-            self._metrics.batch_failed(self._table.identifier)
-            log.exception("batch %d failed", batch_id, extra={"table": self._table.identifier, "batch_id": batch_id})
+        except BaseException as error:
+            self.failed(batch_id, error)
             raise
+        self.report(outcome)
+
+    def failed(self, batch_id: int, error: BaseException) -> None:
+        """Count and log a failed batch (its traceback at DEBUG only: see runtime.logging)."""
+        self._metrics.batch_failed(self._table.identifier)
+        log.error(
+            "batch %d failed", batch_id, exc_info=error, extra={"table": self._table.identifier, "batch_id": batch_id}
+        )
+
+    def report(self, outcome: BatchOutcome) -> None:
+        """The one line of a batch's outcome."""
+        batch_id = outcome.batch_id
         files = outcome.data_files + outcome.delete_files
         log.info(
             "batch %d %s",
@@ -128,18 +160,43 @@ class BatchProcessor:
 
     def _process_once(self, df: Any, batch_id: int, started: float) -> BatchOutcome:
         """Check for a replay, choose the plan, run it, commit, account."""
+        prepared = self.prepare(batch_id, started)
+        if isinstance(prepared, BatchOutcome):
+            return prepared
+        return self.write_prepared(df, prepared)
+
+    def write_prepared(self, df: Any, prepared: PreparedBatch) -> BatchOutcome:
+        """Run the prepared batch's plan on its records, and commit."""
+        rows = self.rows_of(df, prepared)
+        written = prepared.plan.write(BatchSource(rows, reads_headers(self._table.decode)))
+        return self.finish(prepared, written, rows)
+
+    def prepare(self, batch_id: int, started: float) -> PreparedBatch | BatchOutcome:
+        """Where the table stands and how this batch is written; a replay's outcome instead, if it is one."""
         loaded = self._catalog.load_table(self._table.identifier)
         metadata = loaded.metadata
         replayed = self._replayed(metadata, batch_id, started)
         if replayed is not None:
             return replayed
         planned = self.offset_log.planned_ends(batch_id)  # before the write: a failure leaves no file behind
-        size = batch_size(self.offset_log.planned_starts(batch_id), planned) if self._table.mode == "upsert" else None
-        rows = KafkaRows(df, self._job.source.consume_settings() if self._job.source.reader == "python" else None)
-        written = self._plans.choose(loaded, size).write(BatchSource(rows, reads_headers(self._table.decode)))
-        self._plans.learn(written)
+        if self.ranges is not None:
+            planned = self.ranges.only_mine(planned)
+        starts = self.offset_log.planned_starts(batch_id) if self._table.mode == "upsert" else None
+        size = None if starts is None else batch_size(starts, planned)
         committed = committed_offsets(metadata, partitions=planned) if planned else {}
-        written = written.with_stats(through_planned_ends(written.stats, planned, committed))
+        return PreparedBatch(batch_id, started, planned, committed, self._plans.choose(loaded, size))
+
+    def rows_of(self, df: Any, prepared: PreparedBatch) -> KafkaRows:
+        """The batch's records for this table: in a shared query, its share from its committed offsets on."""
+        settings = self._job.source.consume_settings() if self._job.source.reader == "python" else None
+        ranges = None if self.ranges is None else self.ranges.with_floors(prepared.committed)
+        return KafkaRows(df, settings, ranges)
+
+    def finish(self, prepared: PreparedBatch, written: BatchWrite, rows: KafkaRows) -> BatchOutcome:
+        """Account the written batch to its planned ends, send its dead letters, and commit it."""
+        self._plans.learn(written)
+        batch_id, started = prepared.batch_id, prepared.started
+        written = written.with_stats(through_planned_ends(written.stats, prepared.planned, prepared.committed))
         if written.stats.empty:
             return self._empty(batch_id, written, started)
         if written.stats.bad_records:

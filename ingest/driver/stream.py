@@ -34,7 +34,7 @@ from ingest.driver.lag import LagMonitor, LagProbe
 from ingest.driver.metrics import IngestMetrics
 from ingest.driver.offset_accounting import PINNED_START, starting_offsets
 from ingest.driver.table_setup import ensure_table
-from ingest.job import IngestJob, with_decode_schema
+from ingest.job import IngestJob, SharedIngestJob, with_decode_schema
 from ingest.kafka_source.offsets import Offsets, high_offsets, reached, starting_offsets_now
 from ingest.kafka_source.watermarks import TopicWatermarks
 from table.io import FileIO
@@ -84,15 +84,17 @@ class IngestQuery:
     def __init__(
         self,
         query: Any,
-        job: IngestJob,
+        job: IngestJob | SharedIngestJob,
         gate: _StopGate,
         stop_event: threading.Event,
         metrics: IngestMetrics,
         monitor: LagMonitor | None,
         catalog: Catalog,
         ending: Offsets | None = None,
+        on_end: Callable[[], None] = lambda: None,
     ) -> None:
         self.query = query
+        self._on_end = on_end
         self._catalog = catalog
         self.job = job
         self._gate = gate
@@ -142,7 +144,7 @@ class IngestQuery:
     def _watch_stop(self) -> None:
         while not self._finished.is_set():
             if self._stop_event.wait(1.0):
-                log.info("stopping ingest query %s", self.job.name, extra={"table": self.job.table.identifier})
+                log.info("stopping ingest query %s", self.job.name, extra=_tables_extra(self.job))
                 self._gate.stop(self.query, self.job.grace_seconds)
                 return
 
@@ -159,7 +161,7 @@ class IngestQuery:
                 log.info(
                     "ingest query %s read everything available at its start",
                     self.job.name,
-                    extra={"table": self.job.table.identifier},
+                    extra=_tables_extra(self.job),
                 )
                 self._gate.stop(self.query, self.job.grace_seconds)
                 return
@@ -170,11 +172,19 @@ class IngestQuery:
         except Exception:  # noqa: BLE001 - the error stays on the query: exception() reports it
             pass
         finally:
-            self._metrics.set_active(self.job.table.identifier, False)
+            for table in self.job.table_ids:
+                self._metrics.set_active(table, False)
+            self._on_end()
             if self._monitor is not None:
                 self._monitor.stop()
             self._catalog.close()
             self._finished.set()
+
+
+def _tables_extra(job: IngestJob | SharedIngestJob) -> dict[str, Any]:
+    """The log fields naming a query's tables: ``table`` for one, ``tables`` (their count) for a shared query."""
+    ids = job.table_ids
+    return {"table": ids[0]} if len(ids) == 1 else {"tables": len(ids)}
 
 
 def _progress_end(progress: Any) -> dict | None:
@@ -240,7 +250,11 @@ def run_ingest(
 
 
 def _start_query(
-    job: IngestJob, spark: Any, process: Callable[[Any, int], None], start: str, ending: Offsets | None
+    job: IngestJob | SharedIngestJob,
+    spark: Any,
+    process: Callable[[Any, int], None],
+    start: str,
+    ending: Offsets | None,
 ) -> Any:
     if job.source.reader == "python":
         reader = spark.readStream.format(_registered_python_source(spark))
@@ -265,7 +279,7 @@ def _start_query(
     return writer.start()
 
 
-def _available_now_end(job: IngestJob, probe: LagProbe) -> Offsets | None:
+def _available_now_end(job: IngestJob | SharedIngestJob, probe: LagProbe | TopicWatermarks) -> Offsets | None:
     """Where an ``availableNow`` run of the Python source ends: the latest offsets now."""
     if job.source.reader != "python" or not job.trigger.available_now:
         return None
@@ -281,7 +295,7 @@ def _registered_python_source(spark: Any) -> str:
 
 
 def python_source_options(
-    job: IngestJob, ending: Offsets | None = None, task_slots: int | None = None
+    job: IngestJob | SharedIngestJob, ending: Offsets | None = None, task_slots: int | None = None
 ) -> dict[str, str]:
     """The options of Floe's source for ``job``, with ``ending``, the end of an ``availableNow`` run.
 

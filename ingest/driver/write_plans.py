@@ -88,9 +88,13 @@ class DirectAppend:
     metadata: TableMetadata
     io: FileIO
 
-    def write(self, source: BatchSource) -> BatchWrite:
+    def task(self) -> DirectTask:
+        """What the decode tasks of this table do: decode, write, and the bad-record policy."""
         write = WriteTask.for_table(self.metadata, self.io, (), clustered=False, sorted_by_order=False)
-        task = DirectTask(self.table.decode, write, self.table.identifier, _fails(self.table))
+        return DirectTask(self.table.decode, write, self.table.identifier, _fails(self.table))
+
+    def write(self, source: BatchSource) -> BatchWrite:
+        task = self.task()
         out = source.rows.map(partial(decode_and_write, task=task), OUTPUT_DDL, source.headers).toArrow()
         return BatchWrite(read_written(out), batch_stats(read_stats(out)), "direct", self.io)
 

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from ingest.job import SHARED_CHECKPOINT
 from runtime.logging import LOG_FORMATS, LOG_LEVELS
 from service.config.catalog import CatalogConfig
 from service.config.compactor import CompactionConfig
@@ -67,6 +68,20 @@ class HttpConfig(Section):
         return self.ingest_port if component == "ingest" else self.compact_port
 
 
+class IngestConfig(Section):
+    """How `floe ingest` maps tables onto streaming queries."""
+
+    query: Literal["per-table", "shared"] = Field(
+        "per-table",
+        description="`per-table`: one streaming query per table, each with its own checkpoint. `shared`: one query "
+        "reads every table's topics through Floe's source (`kafka.reader: python`) and lands each micro-batch in "
+        "every table it feeds, one commit per table; its checkpoint is `<checkpoint_location>/shared-query`.",
+    )
+    commit_threads: int = Field(
+        8, ge=1, le=256, description="With `query: shared`: tables written and committed at once in a micro-batch."
+    )
+
+
 class ReadinessConfig(Section):
     """What `/readyz` of the ingest component requires."""
 
@@ -80,9 +95,12 @@ class FloeConfig(Section):
 
     kafka: KafkaConfig = Field(description="Kafka connection and read settings.")
     catalog: CatalogConfig = Field(description="Iceberg catalog and warehouse.")
-    tables: list[TableConfig] = Field(min_length=1, description="Tables to land, one streaming query each.")
+    tables: list[TableConfig] = Field(
+        min_length=1, description="Tables to land (one streaming query each, or one for all: `ingest.query`)."
+    )
     checkpoint_location: Location = Field(
-        description="Spark checkpoint root; each table's query uses `<root>/<identifier>`."
+        description="Spark checkpoint root; each table's query uses `<root>/<identifier>`, a shared query "
+        "`<root>/shared-query`."
     )
     trigger: TriggerConfig = Field(default_factory=TriggerConfig, description="Micro-batch trigger.")
     spark: SparkConfig = Field(default_factory=SparkConfig, description="Where Spark runs, and its own settings.")
@@ -90,6 +108,7 @@ class FloeConfig(Section):
         default_factory=StorageConfig, description="Object-store settings of the warehouse and the checkpoints."
     )
     compaction: CompactionConfig = Field(default_factory=CompactionConfig, description="Compactor settings.")
+    ingest: IngestConfig = Field(default_factory=IngestConfig, description="Streaming queries of `floe ingest`.")
     http: HttpConfig = Field(default_factory=HttpConfig, description="Ops HTTP endpoint.")
     readiness: ReadinessConfig = Field(default_factory=ReadinessConfig, description="Readiness rules.")
     log_level: Annotated[Literal[LOG_LEVELS], UpperCased] = Field(  # type: ignore[valid-type]  # a Literal built from a tuple of names
@@ -116,6 +135,9 @@ class FloeConfig(Section):
         return self.compaction.spark or self.spark
 
     def checkpoint_for(self, table: TableConfig) -> str:
+        """The checkpoint of the query that lands ``table``: its own, or the shared query's."""
+        if self.ingest.query == "shared":
+            return f"{self.checkpoint_location}/{SHARED_CHECKPOINT}"
         return f"{self.checkpoint_location}/{table.identifier}"
 
     @model_validator(mode="after")
@@ -127,6 +149,7 @@ class FloeConfig(Section):
                 *_dead_letter_clashes(self.tables),
                 *_readiness_problems(self.trigger, self.readiness),
                 *_unread_starting_offsets(self.kafka, self.tables),
+                *_shared_query_problems(self.ingest, self.kafka),
             ]
         )
         return self
@@ -144,6 +167,14 @@ def _readiness_problems(trigger: TriggerConfig, readiness: ReadinessConfig) -> l
             f"got {format_duration(readiness.max_commit_age)!r}",
         )
     ]
+
+
+def _shared_query_problems(ingest: IngestConfig, kafka: KafkaConfig) -> list[Problem]:
+    if ingest.query == "shared" and kafka.reader != "python":
+        return [
+            ("ingest.query", f"'shared' reads through Floe's source; set kafka.reader: python (got {kafka.reader})")
+        ]
+    return []
 
 
 def _unread_starting_offsets(kafka: KafkaConfig, tables: list[TableConfig]) -> list[Problem]:

@@ -158,7 +158,7 @@ def test_unknown_keys_are_errors_at_every_level(tmp_path: Path) -> None:
     )
     assert (
         problems[1] == "extra_section: unknown key (expected one of: kafka, catalog, tables, checkpoint_location, "
-        "trigger, spark, storage, compaction, http, readiness, log_level, log_format)"
+        "trigger, spark, storage, compaction, ingest, http, readiness, log_level, log_format)"
     )
     assert problems[2].startswith("kafka.bootstrap_server: unknown key (expected one of: bootstrap_servers, security,")
     assert (

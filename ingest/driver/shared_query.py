@@ -1,0 +1,219 @@
+"""Builds and runs a shared query: one streaming query, one checkpoint, many tables.
+
+:func:`run_shared_ingest` sets up every table (:mod:`ingest.driver.table_setup`),
+works out where a new checkpoint starts, and starts one query on Floe's source
+over the union of the tables' topics; each micro-batch goes to
+:class:`ingest.driver.shared_batch.SharedBatch`. It returns the same handle as a
+one-table query (:class:`ingest.driver.stream.IngestQuery`), with its graceful
+stop.
+
+Where a new checkpoint starts: for each table, where a one-table query would
+(its committed offsets, else its configured ``starting_offsets``), and the
+query reads each partition from the lowest of these. A table ahead of that
+skips what it holds already: each table lands only records at or past its own
+committed offsets (:mod:`ingest.kafka_source.table_ranges`).
+
+:class:`SharedLagProbe` is the lag probe of all the tables: one Kafka client,
+one watermark request per refresh; after a batch it refreshes only the tables
+the batch committed, and all of them every ``lag_interval_seconds``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from commit.catalog.base import Catalog
+from commit.exactly_once import committed_offsets, last_batch_snapshot
+from ingest.driver.lag import KafkaUnreachable, LagMonitor
+from ingest.driver.metrics import IngestMetrics
+from ingest.driver.offset_accounting import committed_timestamps, consumer_lag, starting_offsets
+from ingest.driver.shared_batch import SharedBatch
+from ingest.driver.stream import IngestQuery, _available_now_end, _start_query, _StopGate, pinned_starting_offsets
+from ingest.driver.table_setup import ensure_table
+from ingest.job import IngestJob, SharedIngestJob, TableSpec, with_decode_schema
+from ingest.kafka_source.offsets import Marks, Offsets, starting_offsets_now
+from ingest.kafka_source.table_ranges import TableRanges
+from ingest.kafka_source.watermarks import TopicsNotFound, TopicWatermarks
+from table.metadata import TableMetadata
+
+log = logging.getLogger("floe.ingest")
+
+
+class SharedLagProbe:
+    """Lag, freshness and ``kafka_up`` of every table of a shared query, from one Kafka client."""
+
+    table = "every table of the shared query"  # what LagMonitor's lines name
+
+    def __init__(self, shared: SharedIngestJob, catalog: Catalog, metrics: IngestMetrics, timeout_s: float = 10.0):
+        source = shared.source
+        self._bootstrap = source.bootstrap_servers
+        self._kafka = TopicWatermarks(
+            source.librdkafka_config(), source.topics, source.topic_pattern, timeout_s, name="floe-lag"
+        )
+        self._tables = {job.table.identifier: _ranges(job) for job in shared.jobs}
+        self._listed = {job.table.identifier: job.source.topics for job in shared.jobs}
+        self._catalog = catalog
+        self._metrics = metrics
+        self._full_every_s = shared.lag_interval_seconds
+        self._last_full = -float("inf")
+        self._dirty: set[str] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def kafka(self) -> TopicWatermarks:
+        return self._kafka
+
+    def require_topics(self) -> None:
+        """:class:`TopicsNotFound` naming each table's listed topics that Kafka lacks."""
+        from confluent_kafka import KafkaException
+
+        try:
+            found = self._kafka.topic_partitions()
+        except KafkaException as error:
+            raise KafkaUnreachable(self._bootstrap, error) from error
+        missing = [f"{t} ({table})" for table, topics in self._listed.items() for t in topics if t not in found]
+        if missing:
+            raise TopicsNotFound(f"kafka {self._bootstrap}: topics not found: {', '.join(missing)}")
+
+    def committed(self, tables: Sequence[str]) -> None:
+        """Tables a batch committed: the next refresh looks at them."""
+        with self._lock:
+            self._dirty.update(tables)
+
+    def refresh(self) -> None:
+        """Kafka first (``kafka_up``), then the tables due: all every interval, else those that committed.
+        A table that cannot be read does not keep the others from being refreshed; the first error is raised."""
+        from confluent_kafka import KafkaException
+
+        try:
+            marks = self._kafka.watermarks()
+        except KafkaException as error:
+            raise KafkaUnreachable(self._bootstrap, error) from error
+        first: Exception | None = None
+        for table in self._due():
+            try:
+                self._refresh_table(table, marks)
+            except Exception as error:  # noqa: BLE001 - raised below, after the other tables
+                first = first or error
+        if first is not None:
+            raise first
+
+    def _due(self) -> list[str]:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last_full >= self._full_every_s:
+                self._last_full, self._dirty = now, set()
+                return list(self._tables)
+            due, self._dirty = sorted(self._dirty), set()
+            return due
+
+    def _refresh_table(self, table: str, marks: Marks) -> None:
+        ranges = self._tables[table]
+        self._metrics.set_kafka_up(table, True)
+        metadata = self._catalog.load_table(table).metadata
+        lag = consumer_lag({t: m for t, m in marks.items() if ranges.reads(t)}, committed_offsets(metadata))
+        self._metrics.set_lag(table, lag)
+        self._metrics.set_freshness(table, committed_timestamps(metadata), time.time(), lag)
+
+    def mark_unreachable(self) -> None:
+        for table in self._tables:
+            self._metrics.set_kafka_up(table, False)
+
+    def close(self) -> None:
+        self._kafka.close()
+
+
+def run_shared_ingest(
+    shared: SharedIngestJob,
+    spark: Any,
+    stop_event: threading.Event | None = None,
+    metrics: IngestMetrics | None = None,
+    *,
+    lag_monitor: bool = True,
+) -> IngestQuery:
+    """Start the shared query in ``spark``; returns at once with its handle (see the module)."""
+    from prometheus_client import CollectorRegistry
+
+    metrics = metrics or IngestMetrics(CollectorRegistry())
+    stop_event = stop_event or threading.Event()
+    catalog = shared.catalog.open()
+    probe = SharedLagProbe(shared, catalog, metrics)
+    try:
+        try:
+            probe.require_topics()  # before the tables: nothing is created for a topic that cannot be read
+            tables, start = _set_up_tables(shared, catalog, metrics, probe.kafka)
+            start = pinned_starting_offsets(shared.checkpoint_location, start, probe.kafka)
+            ending = _available_now_end(shared, probe.kafka)
+        except BaseException:
+            probe.close()
+            raise
+        if not lag_monitor:
+            probe.close()
+        monitor = LagMonitor(probe, shared.lag_interval_seconds) if lag_monitor else None
+        processor = SharedBatch(shared, tables, catalog, metrics, on_batch=_on_batch(probe, monitor))
+        gate = _StopGate()
+        query = _start_query(shared, spark, gate.wrap(processor), start, ending)
+    except BaseException:
+        catalog.close()
+        raise
+    processor.bind(query.id)
+    for table in shared.table_ids:
+        metrics.set_active(table, True)
+    if monitor is not None:
+        monitor.start()
+    log.info("shared ingest query %s started (id %s)", shared.name, query.id, extra={"tables": len(tables)})
+    return IngestQuery(query, shared, gate, stop_event, metrics, monitor, catalog, ending, on_end=processor.close)
+
+
+def _on_batch(probe: SharedLagProbe, monitor: LagMonitor | None) -> Any:
+    def after(committed: Sequence[str]) -> None:
+        if monitor is not None and committed:
+            probe.committed(committed)
+            monitor.poke()
+
+    return after
+
+
+def _set_up_tables(
+    shared: SharedIngestJob, catalog: Catalog, metrics: IngestMetrics, kafka: TopicWatermarks
+) -> tuple[list[TableSpec], str]:
+    """Every table created or checked, its metrics registered; and the query's ``startingOffsets``."""
+    partitions = kafka.topic_partitions()
+    marks = kafka.watermarks()
+    tables, starts = [], []
+    for job in shared.jobs:
+        loaded = ensure_table(catalog, job.table)
+        last = last_batch_snapshot(loaded.metadata)
+        metrics.register_table(job.table.identifier, None if last is None else last.timestamp_ms / 1000)
+        tables.append(with_decode_schema(job.table, loaded.metadata.schema()))
+        starts.append(table_start(job, loaded.metadata, partitions, marks))
+    return tables, json.dumps(lowest(starts), separators=(",", ":"))
+
+
+def table_start(job: IngestJob, metadata: TableMetadata, partitions: dict[str, list[int]], marks: Marks) -> Offsets:
+    """Where a one-table query of ``job`` would start, as offsets of the table's own topics."""
+    ranges = _ranges(job)
+    mine = {t: ps for t, ps in partitions.items() if ranges.reads(t)}
+    configured = job.source.starting_offsets_option()
+    option = starting_offsets(configured, committed_offsets(metadata), mine, job.table.identifier) or configured
+    return {t: parts for t, parts in starting_offsets_now(option, marks).items() if t in mine}
+
+
+def lowest(starts: Sequence[Offsets]) -> Offsets:
+    """Each partition at the lowest start any table asks of it. Pure."""
+    merged: Offsets = {}
+    for start in starts:
+        for topic, parts in start.items():
+            into = merged.setdefault(topic, {})
+            for partition, offset in parts.items():
+                into[partition] = min(offset, into.get(partition, offset))
+    return merged
+
+
+def _ranges(job: IngestJob) -> TableRanges:
+    return TableRanges(job.source.topics, job.source.topic_pattern)

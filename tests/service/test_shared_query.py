@@ -1,0 +1,224 @@
+"""One query, many tables (``ingest.query: shared``): the pure parts alone, then real runs of
+``floe ingest`` on a real broker, Spark and a SQLite catalog.
+
+The runs check every row of every table: append tables written by one fan-out
+job, an upsert table on its own plan, a table by topic pattern; and that a lost
+checkpoint, a restart and a table added on restart neither drop nor repeat a
+record, because each table lands only what lies past its own committed offsets.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from commit.catalog.sql.catalog import SqlCatalog
+from commit.exactly_once import committed_offsets
+from ingest.driver.shared_batch import _moved_topics
+from ingest.driver.shared_query import lowest
+from ingest.job import SharedIngestJob
+from ingest.kafka_source.table_ranges import TableRanges
+from service.config import ConfigError, parse_config
+from service.ingest_command import EXIT_OK, run_ingest_service
+from service.jobs import build_shared_job
+from table.io import FileIO
+from table.scan import TableScan
+from tests.ingest.e2e_support import T0, Event, change_events, expected_table, normalized, produce
+from tests.service.test_ingest_command import EVENT_COLUMNS
+
+# ---------------------------------------------------------------------------
+# Pure parts
+# ---------------------------------------------------------------------------
+
+
+def _ranges(*rows: tuple[str, int, int, int]) -> pa.RecordBatch:
+    names = ["topic", "partition", "start_offset", "until_offset"]
+    types = [pa.string(), pa.int32(), pa.int64(), pa.int64()]
+    columns = list(zip(*rows))
+    return pa.record_batch([pa.array(c, t) for c, t in zip(columns, types)], names=names)
+
+
+def test_a_table_takes_its_topics_from_its_floors_on():
+    ranges = TableRanges(("a",), r"logs\..*").with_floors({"a": {0: 15, 1: 40}, "b": {0: 3}, "logs.x": {0: 7}})
+    assert ranges.floors == (("a", 0, 15), ("a", 1, 40), ("logs.x", 0, 7)), "floors of other tables' topics drop"
+    batch = _ranges(("a", 0, 10, 20), ("a", 1, 30, 40), ("b", 0, 0, 9), ("logs.x", 0, 0, 5), ("logs.y", 0, 2, 4))
+    out = pa.Table.from_batches(list(ranges.clamp(iter([batch])))).to_pylist()
+    assert [(r["topic"], r["partition"], r["start_offset"], r["until_offset"]) for r in out] == [
+        ("a", 0, 15, 20),  # from the floor
+        ("logs.y", 0, 2, 4),  # no floor: the whole range
+    ], "a range below the floor, and other tables' topics, are not read"
+
+
+def test_records_below_a_floor_are_left_out():
+    ranges = TableRanges(("a",)).with_floors({"a": {0: 12}})
+    records = pa.record_batch({"topic": ["a"] * 4, "partition": pa.array([0] * 4, pa.int32()), "offset": [10, 11, 12, 13]})
+    assert ranges.records_from_floor(records).column("offset").to_pylist() == [12, 13]
+    assert ranges.records_from_floor(records.slice(2)).num_rows == 2
+
+
+def test_a_new_checkpoint_starts_each_partition_at_the_lowest_table_start():
+    assert lowest([{"a": {"0": 5, "1": 9}}, {"a": {"0": 3}, "b": {"0": 1}}]) == {"a": {"0": 3, "1": 9}, "b": {"0": 1}}
+
+
+def test_only_topics_that_moved_call_on_their_tables():
+    starts = {"a": {0: 5, 1: 9}, "b": {0: 4}}
+    ends = {"a": {0: 5, 1: 10}, "b": {0: 4}, "new": {0: 0}}
+    assert _moved_topics(starts, ends) == {"a", "new"}, "a partition new to the offset log counts as moved"
+
+
+def test_a_shared_query_needs_floes_source(tmp_path):
+    config = _config(tmp_path, "localhost:9092", {"x": "t1"})
+    config["kafka"]["reader"] = "spark"
+    with pytest.raises(ConfigError, match=r"ingest\.query.*kafka\.reader: python"):
+        parse_config(config)
+
+
+def test_the_shared_query_reads_the_union_of_the_tables_topics(tmp_path):
+    config = _config(tmp_path, "localhost:9092", {"x": "t1", "y": "t2"}, pattern={"z": r"logs\..*"})
+    shared = build_shared_job(parse_config(config))
+    assert isinstance(shared, SharedIngestJob)
+    assert shared.source.topic_pattern == r"(?:logs\..*)|t1|t2"
+    assert {job.checkpoint_location for job in shared.jobs} == {f"{tmp_path}/checkpoints/shared-query"}
+    assert shared.table_ids == ("db.x", "db.y", "db.z")
+
+
+# ---------------------------------------------------------------------------
+# Real runs
+# ---------------------------------------------------------------------------
+
+
+def _config(
+    tmp: Path,
+    bootstrap: str,
+    appends: dict[str, str],
+    *,
+    upserts: dict[str, str] | None = None,
+    pattern: dict[str, str] | None = None,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """A shared query over append tables (one topic each), upsert tables (bucketed: their own plan) and
+    tables by pattern; name -> topic (or pattern), each table ``db.<name>``."""
+    tables: list[dict[str, Any]] = [
+        {"identifier": f"db.{name}", "topics": [topic], "schema": EVENT_COLUMNS} for name, topic in appends.items()
+    ]
+    tables += [
+        {
+            "identifier": f"db.{name}",
+            "topics": [topic],
+            "mode": "upsert",
+            "key": ["id"],
+            "op": {"field": "op"},
+            "schema": EVENT_COLUMNS,
+            "partition_spec": ["bucket(4, id)"],
+        }
+        for name, topic in (upserts or {}).items()
+    ]
+    tables += [
+        {"identifier": f"db.{name}", "topic_pattern": regex, "schema": EVENT_COLUMNS}
+        for name, regex in (pattern or {}).items()
+    ]
+    config: dict[str, Any] = {
+        "kafka": {"bootstrap_servers": bootstrap, "reader": "python", "max_offsets_per_trigger": 700},
+        "catalog": {"uri": f"sqlite:///{tmp / 'catalog.db'}", "warehouse": str(tmp / "warehouse")},
+        "checkpoint_location": str(tmp / "checkpoints"),
+        "trigger": {"available_now": True},
+        "http": {"host": "127.0.0.1", "ingest_port": 0, "compact_port": 0},
+        "ingest": {"query": "shared", "commit_threads": 3},
+        "tables": tables,
+    }
+    config.update(overrides)
+    return config
+
+
+def _appends(first: int, count: int) -> list[Event]:
+    """Append records with ids ``first``.. (each lands as one row)."""
+    return [
+        Event(
+            json.dumps(i).encode(),
+            json.dumps(
+                {"id": i, "name": f"n{i}", "amount": i / 4, "event_ts": T0.isoformat(), "version": 1}
+            ).encode(),
+        )
+        for i in range(first, first + count)
+    ]
+
+
+def _rows(tmp: Path, identifier: str) -> pa.Table:
+    with SqlCatalog(f"sqlite:///{tmp / 'catalog.db'}", str(tmp / "warehouse")) as catalog:
+        loaded = catalog.load_table(identifier)
+    return TableScan(FileIO.for_location(loaded.metadata_location), loaded.metadata).to_arrow()
+
+
+def _ids(tmp: Path, identifier: str) -> Counter[int]:
+    return Counter(_rows(tmp, identifier).column("id").to_pylist())
+
+
+def _offsets(tmp: Path, identifier: str) -> dict[str, dict[int, int]]:
+    with SqlCatalog(f"sqlite:///{tmp / 'catalog.db'}", str(tmp / "warehouse")) as catalog:
+        return committed_offsets(catalog.load_table(identifier).metadata)
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_one_query_lands_every_table_exactly_once_across_restarts(
+    spark, kafka_bootstrap, new_topic, tmp_path, caplog
+):
+    caplog.set_level("INFO", logger="floe.ingest")
+    clicks, views, orders = new_topic("clicks", 2), new_topic("views"), new_topic("orders", 2)
+    prefix = new_topic("logs")  # the pattern's tables: <prefix>.a and <prefix>.b
+    logs_a, logs_b = new_topic(f"{prefix}.a"), new_topic(f"{prefix}.b")
+    produce(kafka_bootstrap, clicks, _appends(0, 1_500))
+    produce(kafka_bootstrap, views, _appends(10_000, 400))
+    delivered = produce(kafka_bootstrap, orders, change_events(1_200, 150, seed=5))
+    produce(kafka_bootstrap, logs_a, _appends(20_000, 300))
+    produce(kafka_bootstrap, logs_b, _appends(30_000, 200))
+    config = _config(
+        tmp_path,
+        kafka_bootstrap,
+        {"clicks": clicks, "views": views},
+        upserts={"orders": orders},
+        pattern={"logs": rf"{prefix}\..*"},
+    )
+
+    assert run_ingest_service(parse_config(config), port=0, spark=spark) == EXIT_OK
+    assert _ids(tmp_path, "db.clicks") == Counter(range(1_500))
+    assert _ids(tmp_path, "db.views") == Counter(range(10_000, 10_400))
+    assert _ids(tmp_path, "db.logs") == Counter([*range(20_000, 20_300), *range(30_000, 30_200)])
+    assert normalized(_rows(tmp_path, "db.orders")) == expected_table(delivered)
+    assert _offsets(tmp_path, "db.views") == {views: {0: 400}}, "each table records its own topics only"
+
+    fanned = {r.table for r in caplog.records if getattr(r, "write", None) == "fan-out"}
+    assert fanned == {"db.clicks", "db.views", "db.logs"}, "the append tables share one write job per batch"
+    assert {r.table for r in caplog.records if getattr(r, "write", None) == "exchange"} == {"db.orders"}
+
+    # More records; the checkpoint lost, and a second table on the views topic, from its start: the
+    # new checkpoint reads views from offset 0 for it, and db.views lands nothing it holds already.
+    produce(kafka_bootstrap, clicks, _appends(1_500, 500))
+    delivered += produce(kafka_bootstrap, orders, change_events(400, 150, seed=6))
+    shutil.rmtree(tmp_path / "checkpoints")
+    config["tables"][1]["share_topics"] = True
+    config["tables"].append(
+        {"identifier": "db.all_views", "topics": [views], "schema": EVENT_COLUMNS, "share_topics": True}
+    )
+    assert run_ingest_service(parse_config(config), port=0, spark=spark) == EXIT_OK
+    assert _ids(tmp_path, "db.clicks") == Counter(range(2_000)), "no click twice, none lost"
+    assert _ids(tmp_path, "db.views") == Counter(range(10_000, 10_400)), "nothing below its own offsets"
+    assert _ids(tmp_path, "db.all_views") == Counter(range(10_000, 10_400))
+    assert normalized(_rows(tmp_path, "db.orders")) == expected_table(delivered)
+
+    # A table added on restart, on a topic new to the checkpoint, starts where it is configured to.
+    fresh = new_topic("fresh")
+    produce(kafka_bootstrap, fresh, _appends(40_000, 250))
+    produce(kafka_bootstrap, views, _appends(10_400, 100))
+    config["tables"].append({"identifier": "db.fresh", "topics": [fresh], "schema": EVENT_COLUMNS})
+    assert run_ingest_service(parse_config(config), port=0, spark=spark) == EXIT_OK
+    assert _ids(tmp_path, "db.fresh") == Counter(range(40_000, 40_250))
+    assert _ids(tmp_path, "db.views") == Counter(range(10_000, 10_500))
+    assert _ids(tmp_path, "db.all_views") == Counter(range(10_000, 10_500))
+    assert _ids(tmp_path, "db.clicks") == Counter(range(2_000)), "a quiet table is left alone"
