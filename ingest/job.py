@@ -379,6 +379,9 @@ class IngestJob:
     ``lag_interval_seconds`` is how often the lag and freshness gauges are
     refreshed between batches. ``grace_seconds`` bounds how long a graceful
     stop waits for the running batch before cancelling it.
+    ``commit_interval_seconds``: in a shared query, the table commits at most
+    once per this many seconds (see ``ingest.driver.commit_clock``); None:
+    every batch.
     """
 
     source: SourceSpec
@@ -390,9 +393,12 @@ class IngestJob:
     spark_conf: Mapping[str, str] | Pairs = ()
     lag_interval_seconds: float = 30.0
     grace_seconds: float = 300.0
+    commit_interval_seconds: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "spark_conf", _pairs(self.spark_conf))
+        if self.commit_interval_seconds is not None and self.commit_interval_seconds <= 0:
+            raise JobSpecError("commit_interval_seconds", f"must be positive, got {self.commit_interval_seconds}")
         if not self.checkpoint_location:
             raise JobSpecError("checkpoint_location", "must not be empty")
         dlq = self.table.dead_letter_topic
@@ -455,6 +461,7 @@ def job_to_json(job: IngestJob) -> dict[str, Any]:
         "spark_conf": as_dict(job.spark_conf),
         "lag_interval_seconds": job.lag_interval_seconds,
         "grace_seconds": job.grace_seconds,
+        "commit_interval_seconds": job.commit_interval_seconds,
     }
 
 
@@ -475,6 +482,7 @@ def job_from_json(obj: Mapping[str, Any]) -> IngestJob:
             spark_conf=obj.get("spark_conf", {}),
             lag_interval_seconds=obj.get("lag_interval_seconds", 30.0),
             grace_seconds=obj.get("grace_seconds", 300.0),
+            commit_interval_seconds=obj.get("commit_interval_seconds"),
         )
     except KeyError as exc:
         raise JobSpecError(str(exc.args[0]), "missing") from None

@@ -107,6 +107,7 @@ def table_job(config: FloeConfig, table: TableConfig, skip: Sequence[RecordRef] 
         trigger=TriggerSpec(trigger.processing_time.total_seconds(), trigger.available_now),
         lag_interval_seconds=min(30.0, max(1.0, trigger.processing_time.total_seconds())),
         grace_seconds=GRACE_SECONDS,
+        commit_interval_seconds=None if table.commit_interval is None else table.commit_interval.total_seconds(),
     )
 
 

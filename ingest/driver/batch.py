@@ -28,7 +28,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from commit.catalog.base import Catalog
@@ -37,7 +37,13 @@ from ingest.driver.batch_committer import BatchCommitter, IndexRaced
 from ingest.driver.batch_write import BatchOutcome, BatchWrite, delete_uncommitted
 from ingest.driver.dead_letter_pass import send_dead_letters
 from ingest.driver.metrics import IngestMetrics
-from ingest.driver.offset_accounting import PerPartition, batch_size, replayed_records, through_planned_ends
+from ingest.driver.offset_accounting import (
+    PerPartition,
+    batch_size,
+    covering_every_partition,
+    replayed_records,
+    through_planned_ends,
+)
 from ingest.driver.offset_log import OffsetLog
 from ingest.driver.write_plans import BatchSource, PlanChooser, WritePlan
 from ingest.job import IngestJob, TableSpec
@@ -63,6 +69,7 @@ class PreparedBatch:
     planned: PerPartition
     committed: PerPartition
     plan: WritePlan
+    starts: PerPartition = field(default_factory=dict)  # planned starts, where the table needs them
 
 
 class WriterIdUnbound(RuntimeError):
@@ -77,7 +84,9 @@ class BatchProcessor:
     known only once the query has started: :meth:`bind` supplies it and the
     first batch waits for it. ``on_commit`` runs after each commit (the lag
     monitor's poke). ``ranges``: in a shared query, the topics of this table
-    (:mod:`ingest.driver.shared_batch`).
+    (:mod:`ingest.driver.shared_batch`). A table under a commit interval
+    records every partition of its topics in every commit
+    (:func:`~ingest.driver.offset_accounting.covering_every_partition`).
     """
 
     def __init__(
@@ -91,6 +100,7 @@ class BatchProcessor:
     ) -> None:
         self._job = job
         self.ranges = ranges
+        self.covers_every_partition = job.commit_interval_seconds is not None
         self._table = table
         self._catalog = catalog
         self._metrics = metrics
@@ -181,10 +191,11 @@ class BatchProcessor:
         planned = self.offset_log.planned_ends(batch_id)  # before the write: a failure leaves no file behind
         if self.ranges is not None:
             planned = self.ranges.only_mine(planned)
-        starts = self.offset_log.planned_starts(batch_id) if self._table.mode == "upsert" else None
-        size = None if starts is None else batch_size(starts, planned)
+        wants_starts = self._table.mode == "upsert" or self.covers_every_partition
+        starts = self.offset_log.planned_starts(batch_id) if wants_starts else {}
+        size = batch_size(starts, planned) if self._table.mode == "upsert" else None
         committed = committed_offsets(metadata, partitions=planned) if planned else {}
-        return PreparedBatch(batch_id, started, planned, committed, self._plans.choose(loaded, size))
+        return PreparedBatch(batch_id, started, planned, committed, self._plans.choose(loaded, size), starts)
 
     def rows_of(self, df: Any, prepared: PreparedBatch) -> KafkaRows:
         """The batch's records for this table: in a shared query, its share from its committed offsets on."""
@@ -197,6 +208,8 @@ class BatchProcessor:
         self._plans.learn(written)
         batch_id, started = prepared.batch_id, prepared.started
         written = written.with_stats(through_planned_ends(written.stats, prepared.planned, prepared.committed))
+        if self.covers_every_partition:
+            written = written.with_stats(covering_every_partition(written.stats, prepared.planned, prepared.starts))
         if written.stats.empty:
             return self._empty(batch_id, written, started)
         if written.stats.bad_records:

@@ -152,6 +152,25 @@ def through_planned_ends(
     return dataclasses.replace(stats, offsets=offsets)
 
 
+def covering_every_partition(
+    stats: BatchStats, planned: Mapping[str, Mapping[int, int]], starts: Mapping[str, Mapping[int, int]]
+) -> BatchStats:
+    """``stats`` with a range, ``[planned start, planned end)``, for every planned partition it lacks. Pure.
+
+    For a table that sits batches out (a commit interval): what it committed is where it goes on from,
+    so it must stand somewhere in each of its partitions from its first commit on, records or not; a
+    partition it never covered would otherwise lose the records of the batches it sat out.
+    """
+    offsets: Offsets = {t: dict(ranges) for t, ranges in stats.offsets.items()}
+    for topic, ends in planned.items():
+        for partition, end in ends.items():
+            start = starts.get(topic, {}).get(partition)
+            if partition in offsets.get(topic, {}) or start is None or not 0 <= start <= end:
+                continue
+            offsets.setdefault(topic, {})[partition] = (start, end)
+    return dataclasses.replace(stats, offsets=offsets)
+
+
 def batch_size(starts: Mapping[str, Mapping[int, int]], ends: Mapping[str, Mapping[int, int]]) -> int | None:
     """The offsets a batch holds, from where it starts and ends in the checkpoint; None: not known. Pure.
 

@@ -27,9 +27,11 @@ it then.
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -42,6 +44,8 @@ from ingest.arrow_udf import map_in_arrow
 from ingest.driver.batch import BatchProcessor, PreparedBatch
 from ingest.driver.batch_committer import IndexRaced
 from ingest.driver.batch_write import BatchOutcome, BatchWrite
+from ingest.driver.catch_up import catch_up_ranges, ranges_frame
+from ingest.driver.commit_clock import CommitClock
 from ingest.driver.metrics import IngestMetrics
 from ingest.driver.offset_accounting import PerPartition, batch_stats
 from ingest.driver.offset_log import OffsetLog
@@ -59,7 +63,10 @@ Prepared = tuple[BatchProcessor, PreparedBatch]
 
 class SharedBatch:
     """The ``foreachBatch`` function of a shared query; ``tables`` decode into each table's own schema,
-    in the order of ``shared.jobs``. ``on_batch`` gets the tables a batch committed."""
+    in the order of ``shared.jobs``. ``on_batch`` gets the tables a batch committed. ``last_commits``:
+    each table's last commit (seconds since the epoch), where its commit interval starts from.
+    ``between_batches`` is the query's slot for work between batches (``_StopGate.between_batches``):
+    the due timer lands waiting tables through it on a quiet stream."""
 
     def __init__(
         self,
@@ -67,6 +74,9 @@ class SharedBatch:
         tables: Sequence[TableSpec],
         catalog: Catalog,
         metrics: IngestMetrics,
+        *,
+        last_commits: Mapping[str, float] | None = None,
+        between_batches: Callable[[], AbstractContextManager[bool]] | None = None,
         on_batch: Callable[[Sequence[str]], None] = lambda committed: None,
     ) -> None:
         self._processors = [
@@ -77,25 +87,102 @@ class SharedBatch:
         ]
         self._offset_log = OffsetLog(shared.jobs[0], "shared query")
         self._consume = shared.source.consume_settings()
+        self._max_tasks = shared.source.max_tasks_per_batch
         self._pool = ThreadPoolExecutor(shared.commit_threads, thread_name_prefix="floe-table")
         self._on_batch = on_batch
+        back_fill = shared.trigger.available_now  # it ends once caught up: nothing may be left waiting
+        self._clock = CommitClock(
+            {job.table.identifier: None if back_fill else job.commit_interval_seconds for job in shared.jobs},
+            last_commits or {},
+        )
+        self._lock = threading.Lock()  # a batch and a due commit never overlap
+        self._failure: BaseException | None = None
+        self._spark: Any = None
+        self._timer = _DueTimer(self._clock, self._land_due, between_batches) if between_batches else None
 
     def bind(self, writer_id: str) -> None:
         for processor in self._processors:
             processor.bind(writer_id)
+        if self._timer is not None:
+            self._timer.start()
 
     def close(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
+    @property
+    def failure(self) -> BaseException | None:
+        """What failed between batches (a due commit): the query must end with it."""
+        return self._failure
+
     def __call__(self, df: Any, batch_id: int) -> None:
-        started = time.monotonic()
-        tables = self._tables_with_records(batch_id)
+        with self._lock:
+            if self._failure is not None:
+                raise self._failure
+            self._spark = df.sparkSession
+            started, now = time.monotonic(), time.time()
+            due = []
+            for processor in self._tables_with_records(batch_id):
+                if self._clock.waits(processor.table.identifier, now):
+                    self._clock.waited(processor.table.identifier, batch_id)
+                else:
+                    due.append(processor)
+            self._land(df, batch_id, due, started)
+        if self._timer is not None:
+            self._timer.poke()
+
+    def _land(self, df: Any, batch_id: int, tables: list[BatchProcessor], started: float) -> None:
+        """Write and commit ``tables``' shares of the batch (``df`` None: a due commit, from floors only)."""
         prepared = self._prepare(tables, batch_id, started)
+        for replayed in set(tables) - {p for p, _ in prepared}:  # it committed this batch before: nothing waits
+            self._clock.landed(replayed.table.identifier, time.time())
+        df = self._reaching_back(df, batch_id, prepared)
+        if df is None:
+            for processor, _ in prepared:
+                self._clock.landed(processor.table.identifier, time.time())
+            return
         fan_out = [(p, b) for p, b in prepared if isinstance(b.plan, DirectAppend)]
         own = [(p, b) for p, b in prepared if not isinstance(b.plan, DirectAppend)]
         futures = [(p, self._pool.submit(self._own_plan, p, b, df)) for p, b in own]
         futures += self._fan_out(fan_out, df)
         self._finish(futures, batch_id)
+
+    def _land_due(self, batch_id: int, tables: Sequence[str]) -> None:
+        """The due timer: land the records that wait for ``tables`` now, without a batch (a quiet stream).
+        A failure is kept, and ends the query (:attr:`failure`)."""
+        with self._lock:
+            now = time.time()
+            due = [
+                p
+                for p in self._processors
+                if p.table.identifier in tables
+                and self._clock.waiting(p.table.identifier)
+                and not self._clock.waits(p.table.identifier, now)
+            ]
+            if not due or self._failure is not None or self._spark is None:
+                return
+            log.info("landing %d tables whose commit interval is up, between batches", len(due))
+            try:
+                self._land(None, batch_id, due, time.monotonic())
+            except BaseException as error:  # noqa: BLE001 - kept: the query ends with it (see failure)
+                self._failure = error
+
+    def _reaching_back(self, df: Any | None, batch_id: int, prepared: list[Prepared]) -> Any | None:
+        """The batch's ranges, reaching back to the lowest floor of ``prepared`` where one is behind the batch's
+        start (tables that waited); ``df`` itself where none is. A due commit (``df`` None) reads only from the
+        floors to the batch's planned ends; None when nothing is left to read."""
+        if not prepared:
+            return df
+        ends = self._offset_log.planned_ends(batch_id)
+        starts = ends if df is None else self._offset_log.planned_starts(batch_id)
+        if not ends or not starts:
+            return df
+        floors = [_floored(p, b) for p, b in prepared]
+        ranges = catch_up_ranges(starts, ends, floors)
+        if not ranges:
+            return df
+        return ranges_frame(self._spark if df is None else df.sparkSession, ranges, self._max_tasks)
 
     def _tables_with_records(self, batch_id: int) -> list[BatchProcessor]:
         """The tables reading a partition that moved in this batch (all, where the offset log is unreadable)."""
@@ -142,8 +229,10 @@ class SharedBatch:
 
     def _finish(self, futures: list[tuple[BatchProcessor, Future[BatchOutcome]]], batch_id: int) -> None:
         """Report every table's outcome, then raise the first failure (after all have finished)."""
-        committed = [p.table.identifier for p, outcome in _results(futures, batch_id) if outcome.result == "committed"]
-        self._on_batch(committed)
+        results = _results(futures, batch_id)
+        for processor, _ in results:
+            self._clock.landed(processor.table.identifier, time.time())
+        self._on_batch([p.table.identifier for p, outcome in results if outcome.result == "committed"])
 
 
 def _results(futures: list[tuple[BatchProcessor, Future[Any]]], batch_id: int) -> list[tuple[BatchProcessor, Any]]:
@@ -162,6 +251,49 @@ def _results(futures: list[tuple[BatchProcessor, Future[Any]]], batch_id: int) -
     if first is not None:
         raise first
     return results
+
+
+class _DueTimer:
+    """One thread for all waiting tables: it sleeps until the earliest is due and lands those due then,
+    unless a batch came first (which lands them itself). It wakes for nothing else: a table that waits for
+    nothing costs it nothing."""
+
+    def __init__(
+        self,
+        clock: CommitClock,
+        land: Callable[[int, Sequence[str]], None],
+        between_batches: Callable[[], AbstractContextManager[bool]],
+    ) -> None:
+        self._clock = clock
+        self._land = land
+        self._between_batches = between_batches
+        self._wake = threading.Event()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="floe-due-timer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._done.is_set():
+            due = self._clock.next_due()
+            wait = None if due is None else max(due[0] - time.time(), 0.0)
+            if self._wake.wait(wait):
+                self._wake.clear()
+                continue
+            if due is None or self._done.is_set():
+                continue
+            with self._between_batches() as may_run:
+                if may_run:
+                    self._land(due[1], due[2])
+            self._done.wait(1.0)  # a table that could not land (the query failing) is not retried in a spin
 
 
 def _direct(prepared: PreparedBatch) -> DirectAppend:

@@ -146,7 +146,7 @@ def run_shared_ingest(
     try:
         try:
             probe.require_topics()  # before the tables: nothing is created for a topic that cannot be read
-            tables, start = _set_up_tables(shared, catalog, metrics, probe.kafka)
+            tables, start, last_commits = _set_up_tables(shared, catalog, metrics, probe.kafka)
             start = pinned_starting_offsets(shared.checkpoint_location, start, probe.kafka)
             ending = _available_now_end(shared, probe.kafka)
         except BaseException:
@@ -155,8 +155,16 @@ def run_shared_ingest(
         if not lag_monitor:
             probe.close()
         monitor = LagMonitor(probe, shared.lag_interval_seconds) if lag_monitor else None
-        processor = SharedBatch(shared, tables, catalog, metrics, on_batch=_on_batch(probe, monitor))
         gate = _StopGate()
+        processor = SharedBatch(
+            shared,
+            tables,
+            catalog,
+            metrics,
+            last_commits=last_commits,
+            between_batches=gate.between_batches,
+            on_batch=_on_batch(probe, monitor),
+        )
         query = _start_query(shared, spark, gate.wrap(processor), start, ending)
     except BaseException:
         catalog.close()
@@ -167,7 +175,18 @@ def run_shared_ingest(
     if monitor is not None:
         monitor.start()
     log.info("shared ingest query %s started (id %s)", shared.name, query.id, extra={"tables": len(tables)})
-    return IngestQuery(query, shared, gate, stop_event, metrics, monitor, catalog, ending, on_end=processor.close)
+    return IngestQuery(
+        query,
+        shared,
+        gate,
+        stop_event,
+        metrics,
+        monitor,
+        catalog,
+        ending,
+        on_end=processor.close,
+        failure=lambda: processor.failure,
+    )
 
 
 def _on_batch(probe: SharedLagProbe, monitor: LagMonitor | None) -> Any:
@@ -181,18 +200,21 @@ def _on_batch(probe: SharedLagProbe, monitor: LagMonitor | None) -> Any:
 
 def _set_up_tables(
     shared: SharedIngestJob, catalog: Catalog, metrics: IngestMetrics, kafka: TopicWatermarks
-) -> tuple[list[TableSpec], str]:
-    """Every table created or checked, its metrics registered; and the query's ``startingOffsets``."""
+) -> tuple[list[TableSpec], str, dict[str, float]]:
+    """Every table created or checked, its metrics registered; the query's ``startingOffsets``; and each
+    table's last commit (seconds since the epoch), where a commit interval counts from."""
     partitions = kafka.topic_partitions()
     marks = kafka.watermarks()
-    tables, starts = [], []
+    tables, starts, last_commits = [], [], {}
     for job in shared.jobs:
         loaded = ensure_table(catalog, job.table)
         last = last_batch_snapshot(loaded.metadata)
-        metrics.register_table(job.table.identifier, None if last is None else last.timestamp_ms / 1000)
+        if last is not None:
+            last_commits[job.table.identifier] = last.timestamp_ms / 1000
+        metrics.register_table(job.table.identifier, last_commits.get(job.table.identifier))
         tables.append(with_decode_schema(job.table, loaded.metadata.schema()))
         starts.append(table_start(job, loaded.metadata, partitions, marks))
-    return tables, json.dumps(lowest(starts), separators=(",", ":"))
+    return tables, json.dumps(lowest(starts), separators=(",", ":")), last_commits
 
 
 def table_start(job: IngestJob, metadata: TableMetadata, partitions: dict[str, list[int]], marks: Marks) -> Offsets:

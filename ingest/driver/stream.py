@@ -21,10 +21,11 @@ configured position, so records are neither read twice nor skipped.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from commit.catalog.base import Catalog
@@ -34,7 +35,7 @@ from ingest.driver.lag import LagMonitor, LagProbe
 from ingest.driver.metrics import IngestMetrics
 from ingest.driver.offset_accounting import PINNED_START, starting_offsets
 from ingest.driver.table_setup import ensure_table
-from ingest.job import IngestJob, SharedIngestJob, with_decode_schema
+from ingest.job import IngestJob, JobSpecError, SharedIngestJob, with_decode_schema
 from ingest.kafka_source.offsets import Offsets, high_offsets, reached, starting_offsets_now
 from ingest.kafka_source.watermarks import TopicWatermarks
 from table.io import FileIO
@@ -53,6 +54,13 @@ class _StopGate:
         self._running = threading.Lock()
         self.stopping = threading.Event()
         self.refused = False
+
+    @contextlib.contextmanager
+    def between_batches(self) -> Iterator[bool]:
+        """Work of the query's own between two batches (a due commit): it holds the batch slot, so a stop
+        waits for it as for a batch; yields False, doing nothing, once a stop was requested."""
+        with self._running:
+            yield not self.stopping.is_set()
 
     def wrap(self, process: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
         def run(df: Any, batch_id: int) -> None:
@@ -92,9 +100,11 @@ class IngestQuery:
         catalog: Catalog,
         ending: Offsets | None = None,
         on_end: Callable[[], None] = lambda: None,
+        failure: Callable[[], BaseException | None] = lambda: None,
     ) -> None:
         self.query = query
         self._on_end = on_end
+        self._failure = failure
         self._catalog = catalog
         self.job = job
         self._gate = gate
@@ -134,8 +144,12 @@ class IngestQuery:
             raise error
         return True
 
-    def exception(self) -> Exception | None:
-        """The query's error; None while it runs, after success, or after a graceful stop."""
+    def exception(self) -> BaseException | None:
+        """The query's error (or of its work between batches); None while it runs, after success, or after a
+        graceful stop."""
+        failure = self._failure()
+        if failure is not None:
+            return failure
         error = self.query.exception()
         if error is not None and self._gate.refused and IngestStopped.__name__ in str(error):
             return None  # our own IngestStopped: the stop that was asked for
@@ -143,7 +157,7 @@ class IngestQuery:
 
     def _watch_stop(self) -> None:
         while not self._finished.is_set():
-            if self._stop_event.wait(1.0):
+            if self._stop_event.wait(1.0) or self._failure() is not None:
                 log.info("stopping ingest query %s", self.job.name, extra=_tables_extra(self.job))
                 self._gate.stop(self.query, self.job.grace_seconds)
                 return
@@ -214,6 +228,8 @@ def run_ingest(
     """
     from prometheus_client import CollectorRegistry
 
+    if job.commit_interval_seconds is not None:
+        raise JobSpecError("commit_interval_seconds", "only a shared query commits by interval (ingest.query: shared)")
     metrics = metrics or IngestMetrics(CollectorRegistry())
     stop_event = stop_event or threading.Event()
     catalog = job.catalog.open()

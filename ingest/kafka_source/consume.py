@@ -30,7 +30,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -181,6 +181,119 @@ def ranges_batch(ranges: list[OffsetRange]) -> pa.RecordBatch:
             "until_offset": pa.array([r.until for r in ranges], pa.int64()),
         }
     )
+
+
+def consume_many(
+    ranges: Sequence[OffsetRange], settings: ConsumeSettings, pool: ConsumerPool | None = None
+) -> Iterator[pa.RecordBatch]:
+    """Every record of ``ranges``, read by one consumer assigned to all of them at once: a task of many
+    small ranges (a shared query's, one per table's partition) waits for one round of fetches, not for
+    one per range, which costs a range about a second. Each batch holds one range's records, in offset
+    order; a range whose offsets are gone (retention) is read on its own afterwards, as
+    :func:`consume_ranges` reads it."""
+    wanted = [r for r in ranges if r.until > max(r.start, 0)]
+    if len(wanted) <= 1:
+        yield from consume_ranges(iter([ranges_batch(wanted)]) if wanted else iter([]), settings, pool)
+        return
+    with (pool or _CONSUMERS).borrowed(settings) as consumer:
+        read = _ManyRanges(consumer, wanted, settings)
+        yield from read.batches()
+        for left in read.lost:
+            yield from _RangeRead(consumer, left, settings).batches()
+
+
+class _ManyRanges:
+    """Several ranges read together by one assigned consumer (see :func:`consume_many`)."""
+
+    def __init__(self, consumer: Any, ranges: list[OffsetRange], settings: ConsumeSettings) -> None:
+        self.consumer = consumer
+        self.settings = settings
+        self.open = {(r.topic, r.partition): _Reading(r, max(r.start, 0)) for r in ranges}
+        self.lost: list[OffsetRange] = []  # ranges whose start retention passed: read on their own after
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        self.consumer.assign(
+            [
+                TopicPartition(
+                    r.range.topic, r.range.partition, OFFSET_BEGINNING if r.range.start == EARLIEST else r.position
+                )
+                for r in self.open.values()
+            ]
+        )
+        quiet = _Silence(self.consumer, next(iter(self.open.values())).range, self.settings)
+        try:
+            while self.open:
+                messages = self.consumer.consume(num_messages=self.settings.rows_per_batch, timeout=0.5)
+                if self._take(messages):
+                    quiet.heard()
+                else:
+                    first = next(iter(self.open.values()))
+                    quiet.check(first.position)
+                yield from self._ready()
+        finally:
+            self.consumer.unassign()
+
+    def _take(self, messages: list[Any]) -> bool:
+        """File ``messages`` under their ranges; whether any range moved."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        moved = False
+        for message in messages:
+            reading = self.open.get((message.topic(), message.partition()))
+            if reading is None:
+                continue  # a range done, or left from an earlier assignment of this consumer
+            error = message.error()
+            if error is None:
+                moved = reading.take(message) or moved
+            elif error.code() == KafkaError._PARTITION_EOF:
+                moved = reading.at_end(message.offset()) or moved
+            elif error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                reading.lost = True
+            elif error.fatal():
+                raise KafkaException(error)
+            else:  # a broker reconnecting and the like: librdkafka retries; the stall deadline bounds it
+                log.debug("kafka: %s", error)
+        return moved
+
+    def _ready(self) -> Iterator[pa.RecordBatch]:
+        """The batches of ranges done or holding a batch's worth; done ranges are dropped (records still
+        fetched for them are skipped), lost ones kept to be read on their own."""
+        for key, reading in list(self.open.items()):
+            done = reading.position >= reading.range.until or reading.lost
+            if reading.pending and (done or len(reading.pending) >= self.settings.rows_per_batch):
+                yield kafka_rows(reading.pending, self.settings.with_headers)
+                reading.pending = []
+            if done:
+                del self.open[key]
+                if reading.lost:
+                    self.lost.append(OffsetRange(*key, reading.position, reading.range.until))
+
+
+class _Reading:
+    """Where one range of a :class:`_ManyRanges` read stands, and its records not yet handed on."""
+
+    def __init__(self, wanted: OffsetRange, position: int) -> None:
+        self.range = wanted
+        self.position = position
+        self.pending: list[Any] = []
+        self.lost = False
+
+    def take(self, message: Any) -> bool:
+        offset = message.offset()
+        if offset < self.position:
+            return False
+        if offset < self.range.until:
+            self.pending.append(message)
+        self.position = offset + 1
+        return True
+
+    def at_end(self, offset: int) -> bool:
+        """The partition's end reached at ``offset``: what the range still wanted there were markers."""
+        moved = offset > self.position
+        self.position = max(self.position, offset)
+        return moved
 
 
 class _RangeRead:

@@ -2,8 +2,9 @@
 
 In a shared query (:mod:`ingest.driver.shared_batch`) the append tables that
 take the direct path (:mod:`ingest.tasks.direct`) are written by one Spark
-job, not one job each. A task consumes each of its offset ranges once, from
-the lowest floor of the tables reading that topic
+job, not one job each. A task consumes all of its offset ranges at once
+(:func:`~ingest.kafka_source.consume.consume_many`), each from the lowest
+floor of the tables reading that topic
 (:class:`~ingest.kafka_source.table_ranges.TableRanges`), and hands each table
 its records from its own floor: the table's decoder and write task turn them
 into that table's files. The output is the usual write output
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ingest.kafka_source.consume import ConsumeSettings, consume_ranges, ranges_batch
+from ingest.kafka_source.consume import ConsumeSettings, consume_many
 from ingest.kafka_source.offsets import OffsetRange
 from ingest.kafka_source.table_ranges import TableRanges
 from ingest.tasks.direct import DirectTask
@@ -90,20 +91,20 @@ def fan_out_append(ranges: Iterator[pa.RecordBatch], job: FanOutAppend) -> Itera
     outputs: dict[int, _TableOutput] = {}
     readers: dict[str, list[int]] = {}
     try:
+        wanted = []
         for batch in ranges:
             for row in batch.to_pylist():
-                topic, partition = row["topic"], row["partition"]
+                topic, partition, until = row["topic"], row["partition"], row["until_offset"]
                 mine = readers.setdefault(topic, job.readers(topic))
                 floors = [job.tables[i].ranges.floor(topic, partition) for i in mine]
-                start = max(row["start_offset"], min(floors, default=row["until_offset"]))
-                if start >= row["until_offset"]:
-                    continue
-                wanted = ranges_batch([OffsetRange(topic, partition, start, row["until_offset"])])
-                for records in consume_ranges(iter([wanted]), job.consume):
-                    for i in mine:
-                        share = job.tables[i].ranges.records_from_floor(records)
-                        if share.num_rows:
-                            outputs.setdefault(i, _TableOutput(job.tables[i].task)).add(share)
+                start = max(row["start_offset"], min(floors, default=until))
+                if start < until:
+                    wanted.append(OffsetRange(topic, partition, start, until))
+        for records in consume_many(wanted, job.consume):
+            for i in readers[records.column("topic")[0].as_py()]:
+                share = job.tables[i].ranges.records_from_floor(records)
+                if share.num_rows:
+                    outputs.setdefault(i, _TableOutput(job.tables[i].task)).add(share)
         finished = [(i, out.finish()) for i, out in sorted(outputs.items())]
     except BaseException as error:
         for out in outputs.values():

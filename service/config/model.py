@@ -150,6 +150,7 @@ class FloeConfig(Section):
                 *_readiness_problems(self.trigger, self.readiness),
                 *_unread_starting_offsets(self.kafka, self.tables),
                 *_shared_query_problems(self.ingest, self.kafka),
+                *_commit_interval_problems(self.ingest, self.tables, self.readiness),
             ]
         )
         return self
@@ -175,6 +176,30 @@ def _shared_query_problems(ingest: IngestConfig, kafka: KafkaConfig) -> list[Pro
             ("ingest.query", f"'shared' reads through Floe's source; set kafka.reader: python (got {kafka.reader})")
         ]
     return []
+
+
+def _commit_interval_problems(
+    ingest: IngestConfig, tables: list[TableConfig], readiness: ReadinessConfig
+) -> list[Problem]:
+    """A commit interval needs the shared query, and must be shorter than the age `/readyz` calls late."""
+    problems: list[Problem] = []
+    for i, table in enumerate(tables):
+        interval = table.commit_interval
+        if interval is None:
+            continue
+        if ingest.query != "shared":
+            problems.append(
+                (f"tables[{i}].commit_interval", "only a shared query commits by interval; set ingest.query: shared")
+            )
+        elif interval >= readiness.max_commit_age:
+            problems.append(
+                (
+                    f"tables[{i}].commit_interval",
+                    f"must be shorter than readiness.max_commit_age ({format_duration(readiness.max_commit_age)}), "
+                    f"got {format_duration(interval)!r}",
+                )
+            )
+    return problems
 
 
 def _unread_starting_offsets(kafka: KafkaConfig, tables: list[TableConfig]) -> list[Problem]:

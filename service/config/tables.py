@@ -19,7 +19,7 @@ from commit.key_index.manifest import KEY_INDEX_PROPERTY
 from ingest.skips import RecordRef, RecordRefError, parse_record_ref, record_refs
 from ingest.tasks.kafka_columns import KAFKA_SOURCES, is_kafka_source, kafka_source_problem
 from service.config.credentials import url_password_problems
-from service.config.fields import ConfigPath, Properties, Section, StringList, TopicName, comma_list
+from service.config.fields import ConfigPath, Duration, Properties, Section, StringList, TopicName, comma_list
 from service.config.problems import Problem, only_used_when, raise_all, render_path, required_when, show
 from service.config.schema import Column, build_schema, has_field
 from service.config.terms import SortTerm, Term, parse_sort_term, parse_term, terms_validator
@@ -212,6 +212,12 @@ class TableConfig(Section):
     properties: Properties = Field(
         default_factory=dict,
         description="Iceberg table properties set at creation (e.g. `write.target-file-size-bytes`).",
+    )
+    commit_interval: Duration | None = Field(
+        None,
+        description="With `ingest.query: shared`: commit this table at most once per this interval (e.g. `30s`), "
+        "to make fewer, bigger files and snapshots. Its records wait in Kafka until it is due, then land in one "
+        "commit; a quiet stream's are landed when the interval is up. Unset: every micro-batch.",
     )
 
     @model_validator(mode="before")

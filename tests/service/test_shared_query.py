@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,12 +22,16 @@ import pytest
 
 from commit.catalog.sql.catalog import SqlCatalog
 from commit.exactly_once import committed_offsets
+from ingest.driver.catch_up import catch_up_ranges
+from ingest.driver.commit_clock import CommitClock
+from ingest.driver.offset_accounting import BatchStats, covering_every_partition
 from ingest.driver.shared_batch import _moved_topics
 from ingest.driver.shared_query import lowest
 from ingest.job import SharedIngestJob
+from ingest.kafka_source.offsets import OffsetRange
 from ingest.kafka_source.table_ranges import TableRanges
 from service.config import ConfigError, parse_config
-from service.ingest_command import EXIT_OK, run_ingest_service
+from service.ingest_command import EXIT_OK, EXIT_STOPPED, run_ingest_service
 from service.jobs import build_shared_job
 from table.io import FileIO
 from table.scan import TableScan
@@ -86,6 +92,37 @@ def test_the_shared_query_reads_the_union_of_the_tables_topics(tmp_path):
     assert shared.source.topic_pattern == r"(?:logs\..*)|t1|t2"
     assert {job.checkpoint_location for job in shared.jobs} == {f"{tmp_path}/checkpoints/shared-query"}
     assert shared.table_ids == ("db.x", "db.y", "db.z")
+
+
+def test_a_table_with_an_interval_waits_until_due_then_lands_what_waited():
+    clock = CommitClock({"db.slow": 30.0, "db.fast": None}, {"db.slow": 1_000.0})
+    assert not clock.waits("db.fast", 1_001.0), "no interval: every batch"
+    assert clock.waits("db.slow", 1_029.0) and not clock.waits("db.slow", 1_030.0)
+    assert clock.next_due() is None, "nothing waits yet"
+    clock.waited("db.slow", 7)
+    clock.waited("db.slow", 8)
+    assert clock.next_due() == (1_030.0, 8, ["db.slow"]), "due 30 s after its last commit, up to the last batch"
+    clock.landed("db.slow", 1_031.0)
+    assert clock.next_due() is None and not clock.waiting("db.slow")
+    assert not CommitClock({"db.new": 30.0}, {}).waits("db.new", 0.0), "a table that never committed is due"
+
+
+def test_ranges_reach_back_to_the_lowest_floor_behind_the_batch():
+    starts, ends = {"a": {0: 100, 1: 50}, "b": {0: 9}}, {"a": {0: 120, 1: 50}, "b": {0: 12}}
+    level = TableRanges(("a",)).with_floors({"a": {0: 100, 1: 50}})
+    assert catch_up_ranges(starts, ends, [level]) == [], "no floor behind the batch: its own ranges do"
+    behind = TableRanges(("a",)).with_floors({"a": {0: 60, 1: 50}})
+    assert catch_up_ranges(starts, ends, [level, behind]) == [
+        OffsetRange("a", 0, 60, 120),
+        OffsetRange("b", 0, 9, 12),
+    ], "a partition from the lowest floor; others as planned; an empty one left out"
+    assert catch_up_ranges(ends, ends, [behind]) == [OffsetRange("a", 0, 60, 120)], "a due commit: floors to ends"
+
+
+def test_a_table_under_an_interval_stands_in_every_partition_from_its_first_commit():
+    stats = BatchStats(records=3, offsets={"a": {0: (5, 8)}})
+    covered = covering_every_partition(stats, {"a": {0: 8, 1: 4, 2: -1}}, {"a": {0: 5, 1: 4, 2: -1}})
+    assert covered.offsets == {"a": {0: (5, 8), 1: (4, 4)}}, "an empty partition too; an unresolved one not"
 
 
 # ---------------------------------------------------------------------------
@@ -222,3 +259,81 @@ def test_one_query_lands_every_table_exactly_once_across_restarts(
     assert _ids(tmp_path, "db.views") == Counter(range(10_000, 10_500))
     assert _ids(tmp_path, "db.all_views") == Counter(range(10_000, 10_500))
     assert _ids(tmp_path, "db.clicks") == Counter(range(2_000)), "a quiet table is left alone"
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_a_commit_interval_commits_once_per_interval_and_lands_a_quiet_tail(
+    spark, kafka_bootstrap, new_topic, paced_producer, tmp_path, caplog
+):
+    caplog.set_level("INFO", logger="floe.ingest")
+    clicks, views, orders = new_topic("clicks", 2), new_topic("views"), new_topic("orders", 2)
+    config = _config(
+        tmp_path,
+        kafka_bootstrap,
+        {"clicks": clicks, "views": views},
+        upserts={"orders": orders},
+        trigger={"processing_time": "1s"},
+        readiness={"max_commit_age": "1m"},
+    )
+    config["tables"][0]["commit_interval"] = "6s"  # db.clicks: the fan-out job
+    config["tables"][2]["commit_interval"] = "6s"  # db.orders: its own plan
+    producers = [
+        paced_producer(kafka_bootstrap, clicks, _appends(0, 200_000), chunk=40, pause_s=0.2),
+        paced_producer(kafka_bootstrap, views, _appends(500_000, 200_000), chunk=20, pause_s=0.2),
+        paced_producer(kafka_bootstrap, orders, change_events(100_000, 300, seed=9), chunk=40, pause_s=0.2),
+    ]
+    stop, result = threading.Event(), {}
+    service = threading.Thread(
+        target=lambda: result.update(code=run_ingest_service(parse_config(config), stop=stop, port=0, spark=spark))
+    )
+    service.start()
+    try:
+        _wait(lambda: len(_snapshots(tmp_path, "db.clicks")) >= 3, service, "three commits of db.clicks")
+        delivered = [p.stop() for p in producers]
+        sent_clicks, sent_views = Counter(d.event.key for d in delivered[0]), len(delivered[1])
+        _wait(
+            lambda: _ids(tmp_path, "db.clicks") == Counter(int(k) for k in sent_clicks)
+            and normalized(_rows(tmp_path, "db.orders")) == expected_table(delivered[2]),
+            service,
+            "the quiet tail of the waiting tables landed without a batch",
+        )
+    finally:
+        stop.set()
+        service.join(180)
+    assert result == {"code": EXIT_STOPPED}
+    assert _ids(tmp_path, "db.views") == Counter(range(500_000, 500_000 + sent_views))
+    for table in ("db.clicks", "db.orders"):
+        times = _snapshots(tmp_path, table)
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        assert min(gaps) >= 6.0, f"{table}: at most one commit per 6 s, got gaps {gaps}"
+    assert len(_snapshots(tmp_path, "db.views")) > 2 * len(_snapshots(tmp_path, "db.clicks")), "views: every batch"
+    assert any("between batches" in r.getMessage() for r in caplog.records), "the due timer landed the tail"
+
+
+def _snapshots(tmp: Path, identifier: str) -> list[float]:
+    """Commit times (seconds) of the table's snapshots, oldest first; none before it exists."""
+    with SqlCatalog(f"sqlite:///{tmp / 'catalog.db'}", str(tmp / "warehouse")) as catalog:
+        if not catalog.table_exists(identifier):
+            return []
+        return sorted(s.timestamp_ms / 1000 for s in catalog.load_table(identifier).metadata.snapshots)
+
+
+def _wait(reached: Any, service: threading.Thread, what: str, timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not reached():
+        assert service.is_alive(), f"floe ingest ended before {what}"
+        assert time.monotonic() < deadline, f"not within {timeout_s:.0f}s: {what}"
+        time.sleep(0.5)
+
+
+def test_a_commit_interval_needs_the_shared_query_and_a_longer_readiness_age(tmp_path):
+    config = _config(tmp_path, "localhost:9092", {"x": "t1"}, readiness={"max_commit_age": "1m"})
+    config["tables"][0]["commit_interval"] = "2m"
+    with pytest.raises(ConfigError, match=r"tables\[0\]\.commit_interval.*shorter than readiness\.max_commit_age"):
+        parse_config(config)
+    config["tables"][0]["commit_interval"] = "30s"
+    assert build_shared_job(parse_config(config)).jobs[0].commit_interval_seconds == 30.0
+    config["ingest"]["query"] = "per-table"
+    with pytest.raises(ConfigError, match=r"tables\[0\]\.commit_interval: only a shared query"):
+        parse_config(config)
