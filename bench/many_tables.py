@@ -18,10 +18,12 @@ N topics. After ``--warm-up`` seconds, ``--seconds`` are measured:
 Modes: ``shared`` (``ingest.query: shared``, Floe's source), ``per-table``
 (one query per table on Floe's source) and ``spark`` (one query per table on
 Spark's Kafka source); the last two only up to ``--per-table-max`` tables.
-Every row uses the same configuration apart from the mode.
+Every row uses the same configuration apart from the mode; ``--commit-interval``
+(e.g. ``30s``) sets every table's ``commit_interval`` in the shared rows (a
+query per table commits every batch: it has no commit interval).
 
     .venv/bin/python bench/many_tables.py [--tables 1,10,30,100,300] [--modes shared,per-table,spark]
-        [--rate 2000] [--trigger 5s] [--seconds 60] [--warm-up 20] [--per-table-max 30]
+        [--rate 2000] [--trigger 5s] [--seconds 60] [--warm-up 20] [--per-table-max 30] [--commit-interval 30s]
 """
 
 from __future__ import annotations
@@ -158,8 +160,15 @@ def _stat(pid: int) -> tuple[float, int] | None:
     return (int(fields[11]) + int(fields[12])) / TICK, int(fields[21])
 
 
-def write_config(work: Path, bootstrap: str, topics: list[str], mode: str, trigger: str) -> Path:
-    tables = [{"identifier": f"db.t{i:03d}", "topics": [t], "schema": COLUMNS} for i, t in enumerate(topics)]
+def write_config(
+    work: Path, bootstrap: str, topics: list[str], mode: str, trigger: str, commit_interval: str | None
+) -> Path:
+    tables: list[dict[str, Any]] = [
+        {"identifier": f"db.t{i:03d}", "topics": [t], "schema": COLUMNS} for i, t in enumerate(topics)
+    ]
+    if commit_interval is not None and mode == "shared":  # a query per table commits every batch
+        for table in tables:
+            table["commit_interval"] = commit_interval
     config = {
         "kafka": {"bootstrap_servers": bootstrap, "reader": "spark" if mode == "spark" else "python"},
         "catalog": {"uri": f"sqlite:///{work / 'catalog.db'}", "warehouse": str(work / "warehouse")},
@@ -180,7 +189,7 @@ def one_row(bootstrap: str, n: int, mode: str, args: argparse.Namespace, root: P
     work = Path(tempfile.mkdtemp(prefix=f"{mode}-{n}-", dir=root))
     topics = [f"mt-{work.name}-{i:03d}" for i in range(n)]
     create_topics(bootstrap, topics)
-    config = write_config(work, bootstrap, topics, mode, args.trigger)
+    config = write_config(work, bootstrap, topics, mode, args.trigger, args.commit_interval)
     log = work / "floe.log"
     started = time.monotonic()
     with log.open("wb") as out:
@@ -202,7 +211,8 @@ def one_row(bootstrap: str, n: int, mode: str, args: argparse.Namespace, root: P
     window_end, cpu_end = time.time(), sampler.cpu_now()
     producer.stop.set()
     producer.join()
-    time.sleep(_seconds(args.trigger) * 2 + 5)  # the window's last records commit
+    settle = _seconds(args.commit_interval or "0s") + _seconds(args.trigger) * 2 + 5
+    time.sleep(settle)  # the window's last records commit
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(timeout=300)
     sampler.stop.set()
@@ -266,6 +276,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--warm-up", type=float, default=20)
     parser.add_argument("--per-table-max", type=int, default=30)
+    parser.add_argument("--commit-interval", default=None, help="tables[].commit_interval of the shared rows")
     args = parser.parse_args()
     counts = [int(c) for c in args.tables.split(",")]
     modes = args.modes.split(",")

@@ -40,7 +40,8 @@ ACTIVE_METRIC = "floe_ingest_query_active"
 LAST_COMMIT_METRIC = "floe_ingest_last_commit_timestamp_seconds"
 LAG_METRIC = "floe_ingest_consumer_lag_records"
 KAFKA_UP_METRIC = "floe_ingest_kafka_up"
-READINESS_METRICS = (ACTIVE_METRIC, LAST_COMMIT_METRIC, LAG_METRIC, KAFKA_UP_METRIC)
+HELD_METRIC = "floe_ingest_table_held"
+READINESS_METRICS = (ACTIVE_METRIC, LAST_COMMIT_METRIC, LAG_METRIC, KAFKA_UP_METRIC, HELD_METRIC)
 """The metrics ``/readyz`` is computed from, so a scrape shows what readiness saw."""
 
 
@@ -50,7 +51,7 @@ READINESS_METRICS = (ACTIVE_METRIC, LAST_COMMIT_METRIC, LAG_METRIC, KAFKA_UP_MET
 
 
 class IngestReadiness:
-    """Ready when every query is active, reaches Kafka, and is not late.
+    """Ready when every query is active, reaches Kafka, holds no table after a failure, and is not late.
 
     Late is the alert rules' rule: the last commit is older than
     ``max_commit_age_s`` *and* records are waiting (consumer lag > 0). An idle
@@ -93,6 +94,8 @@ class IngestReadiness:
             return f"{table}: query not active"
         if self._registry.get_sample_value(KAFKA_UP_METRIC, labels) == 0:
             return f"{table}: kafka unreachable"
+        if self._registry.get_sample_value(HELD_METRIC, labels) == 1:
+            return f"{table}: held after failing (the other tables go on; the log says why)"
         # The gauge is seeded from the table's last snapshot, which may predate this
         # process by hours: a restarted query gets max_commit_age_s to catch up.
         last = max(self._registry.get_sample_value(LAST_COMMIT_METRIC, labels) or 0.0, self._started or 0.0)

@@ -70,6 +70,19 @@ class PreparedBatch:
     committed: PerPartition
     plan: WritePlan
     starts: PerPartition = field(default_factory=dict)  # planned starts, where the table needs them
+    floors: PerPartition = field(default_factory=dict)  # where its share starts (:func:`floors_of`)
+
+
+def floors_of(start: PerPartition, committed: PerPartition) -> PerPartition:
+    """Where a table's share of a shared query's batch starts, per partition: its committed offset, or
+    where it started in this process if that is later (a table added on restart, one told to skip ahead:
+    what a query of its own would start from). Pure."""
+    floors = {t: dict(parts) for t, parts in committed.items()}
+    for topic, parts in start.items():
+        for partition, offset in parts.items():
+            into = floors.setdefault(topic, {})
+            into[partition] = max(offset, into.get(partition, offset))
+    return floors
 
 
 class WriterIdUnbound(RuntimeError):
@@ -97,16 +110,18 @@ class BatchProcessor:
         metrics: IngestMetrics,
         on_commit: Callable[[], None] = lambda: None,
         ranges: TableRanges | None = None,
+        offset_log: OffsetLog | None = None,
     ) -> None:
         self._job = job
         self.ranges = ranges
         self.covers_every_partition = job.commit_interval_seconds is not None
+        self.start: PerPartition = {}  # in a shared query: where the table started (see floors_of)
         self._table = table
         self._catalog = catalog
         self._metrics = metrics
         self._writer_id: str | None = None
         self._bound = threading.Event()
-        self.offset_log = OffsetLog(job, table.identifier)
+        self.offset_log = offset_log or OffsetLog(job, table.identifier)
         self._plans = PlanChooser(table)
         self._committer = BatchCommitter(table, catalog, metrics, on_commit)
 
@@ -195,13 +210,18 @@ class BatchProcessor:
         starts = self.offset_log.planned_starts(batch_id) if wants_starts else {}
         size = batch_size(starts, planned) if self._table.mode == "upsert" else None
         committed = committed_offsets(metadata, partitions=planned) if planned else {}
-        return PreparedBatch(batch_id, started, planned, committed, self._plans.choose(loaded, size), starts)
+        plan = self._plans.choose(loaded, size)
+        return PreparedBatch(batch_id, started, planned, committed, plan, starts, floors_of(self.start, committed))
 
     def rows_of(self, df: Any, prepared: PreparedBatch) -> KafkaRows:
         """The batch's records for this table: in a shared query, its share from its committed offsets on."""
         settings = self._job.source.consume_settings() if self._job.source.reader == "python" else None
-        ranges = None if self.ranges is None else self.ranges.with_floors(prepared.committed)
-        return KafkaRows(df, settings, ranges)
+        return KafkaRows(df, settings, None if self.ranges is None else self.floored(prepared))
+
+    def floored(self, prepared: PreparedBatch) -> TableRanges:
+        """This table's share of a shared query's batch, from its floors on."""
+        assert self.ranges is not None
+        return self.ranges.with_floors(prepared.floors)
 
     def finish(self, prepared: PreparedBatch, written: BatchWrite, rows: KafkaRows) -> BatchOutcome:
         """Account the written batch to its planned ends, send its dead letters, and commit it."""

@@ -44,8 +44,8 @@ def catch_up_ranges(starts: PerPartition, ends: PerPartition, tables: Iterable[T
 
 
 def ranges_frame(spark: Any, ranges: list[OffsetRange], max_tasks: int | None) -> Any:
-    """``ranges`` as the rows of a DataFrame (:data:`RANGE_COLUMNS`), packed into tasks as the source packs
-    a batch's (:func:`~ingest.kafka_source.offsets.tasks_of`)."""
-    tasks = [[(r.topic, r.partition, r.start, r.until) for r in task] for task in tasks_of(ranges, max_tasks)]
-    rdd = spark.sparkContext.parallelize(tasks, max(len(tasks), 1)).flatMap(lambda task: task)
-    return spark.createDataFrame(rdd, RANGE_COLUMNS)
+    """``ranges`` as the rows of a DataFrame (:data:`RANGE_COLUMNS`) built from local data (no Python worker
+    runs for it), in the order the source would pack them into tasks
+    (:func:`~ingest.kafka_source.offsets.tasks_of`): Spark slices local rows into contiguous partitions."""
+    rows = [(r.topic, r.partition, r.start, r.until) for task in tasks_of(ranges, max_tasks) for r in task]
+    return spark.createDataFrame(rows, RANGE_COLUMNS)

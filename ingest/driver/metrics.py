@@ -128,6 +128,18 @@ class IngestMetrics:
         self.kafka_up = Gauge(
             "floe_ingest_kafka_up", "1 when the last probe reached Kafka, 0 when it could not", t, registry=r
         )
+        self.table_held = Gauge(
+            "floe_ingest_table_held",
+            "1 while a shared query holds the table after its batch failed (the other tables go on)",
+            t,
+            registry=r,
+        )
+        self.table_failures = Counter(
+            "floe_ingest_table_failures_total",
+            "Batches of a shared query that failed for this table alone, the table then held",
+            t,
+            registry=r,
+        )
 
     def register_table(self, table: str, last_commit_s: float | None = None) -> None:
         """Start every labelled counter of ``table`` at 0, and the last-commit gauge at the
@@ -139,8 +151,10 @@ class IngestMetrics:
             self.commit_conflicts,
             self.index_lookups,
             self.index_rebuilds,
+            self.table_failures,
         ):
             counter.labels(table).inc(0)
+        self.table_held.labels(table).set(0)
         for result in BATCH_RESULTS:
             self.batches.labels(table, result).inc(0)
         for content in FILE_CONTENTS:
@@ -223,3 +237,9 @@ class IngestMetrics:
 
     def set_kafka_up(self, table: str, up: bool) -> None:
         self.kafka_up.labels(table).set(1 if up else 0)
+
+    def set_held(self, table: str, held: bool) -> None:
+        """A shared query's table held after failing (counted), or landing again."""
+        if held:
+            self.table_failures.labels(table).inc()
+        self.table_held.labels(table).set(1 if held else 0)

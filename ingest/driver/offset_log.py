@@ -9,6 +9,7 @@ pinned for batch 0) gives the batch's size before it is read.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 
 from ingest.driver.offset_accounting import PINNED_START, PerPartition, parse_offset_log_entry, parse_pinned_offsets
@@ -21,10 +22,16 @@ log = logging.getLogger("floe.ingest")
 class OffsetLog:
     """The offset log of ``job``'s checkpoint, for the table ``table`` (named in its warnings)."""
 
+    KEPT = 4
+    """Entries kept once read (an entry never changes once written): a shared query's tables all read
+    the same batch's entries."""
+
     def __init__(self, job: IngestJob, table: str) -> None:
         self._job = job
         self._table = table
         self._warned = False
+        self._kept: dict[str, PerPartition] = {}
+        self._lock = threading.Lock()
 
     def planned_ends(self, batch_id: int) -> PerPartition:
         """The batch's end offsets in Spark's offset log (written before the batch runs).
@@ -63,5 +70,14 @@ class OffsetLog:
 
     def _read(self, name: str, parse: Callable[[str, str], PerPartition]) -> PerPartition:
         """The checkpoint's file ``name``, parsed (``parse(text, path)``); FileIOError or ValueError."""
+        with self._lock:
+            kept = self._kept.get(name)
+        if kept is not None:
+            return {t: dict(parts) for t, parts in kept.items()}
         path = f"{self._job.checkpoint_location.rstrip('/')}/{name}"
-        return parse(FileIO.for_location(path).read_bytes(path).decode(), path)
+        entry = parse(FileIO.for_location(path).read_bytes(path).decode(), path)
+        with self._lock:
+            self._kept[name] = entry
+            while len(self._kept) > self.KEPT:
+                del self._kept[next(iter(self._kept))]
+        return {t: dict(parts) for t, parts in entry.items()}

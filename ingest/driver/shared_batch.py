@@ -49,12 +49,14 @@ from ingest.driver.commit_clock import CommitClock
 from ingest.driver.metrics import IngestMetrics
 from ingest.driver.offset_accounting import PerPartition, batch_stats
 from ingest.driver.offset_log import OffsetLog
+from ingest.driver.table_holds import TableHolds
 from ingest.driver.write_plans import DirectAppend
 from ingest.job import SharedIngestJob, TableSpec
 from ingest.kafka_source.table_ranges import TableRanges
 from ingest.tasks.fan_out import FAN_OUT_DDL, TABLE_COLUMN, FanOutAppend, FanOutTable, fan_out_append
 from ingest.tasks.frame import reads_headers
 from ingest.tasks.output import read_stats, read_written
+from runtime.logging import summarize_error
 
 log = logging.getLogger("floe.ingest")
 
@@ -65,6 +67,7 @@ class SharedBatch:
     """The ``foreachBatch`` function of a shared query; ``tables`` decode into each table's own schema,
     in the order of ``shared.jobs``. ``on_batch`` gets the tables a batch committed. ``last_commits``:
     each table's last commit (seconds since the epoch), where its commit interval starts from.
+    ``starts``: where each table starts in this process (its floors until it commits past them).
     ``between_batches`` is the query's slot for work between batches (``_StopGate.between_batches``):
     the due timer lands waiting tables through it on a quiet stream."""
 
@@ -76,16 +79,24 @@ class SharedBatch:
         metrics: IngestMetrics,
         *,
         last_commits: Mapping[str, float] | None = None,
+        starts: Sequence[PerPartition] = (),
         between_batches: Callable[[], AbstractContextManager[bool]] | None = None,
         on_batch: Callable[[Sequence[str]], None] = lambda committed: None,
     ) -> None:
+        self._offset_log = OffsetLog(shared.jobs[0], "shared query")
         self._processors = [
             BatchProcessor(
-                job, table, catalog, metrics, ranges=TableRanges(job.source.topics, job.source.topic_pattern)
+                job,
+                table,
+                catalog,
+                metrics,
+                ranges=TableRanges(job.source.topics, job.source.topic_pattern),
+                offset_log=self._offset_log,
             )
             for job, table in zip(shared.jobs, tables)
         ]
-        self._offset_log = OffsetLog(shared.jobs[0], "shared query")
+        for processor, start in zip(self._processors, starts):
+            processor.start = start
         self._consume = shared.source.consume_settings()
         self._max_tasks = shared.source.max_tasks_per_batch
         self._pool = ThreadPoolExecutor(shared.commit_threads, thread_name_prefix="floe-table")
@@ -96,9 +107,12 @@ class SharedBatch:
             last_commits or {},
         )
         self._lock = threading.Lock()  # a batch and a due commit never overlap
+        self._holds = TableHolds()
+        self._metrics = metrics
         self._failure: BaseException | None = None
         self._spark: Any = None
-        self._timer = _DueTimer(self._clock, self._land_due, between_batches) if between_batches else None
+        self._last_batch = -1
+        self._timer = _DueTimer(self._next_due, self._land_due, between_batches) if between_batches else None
 
     def bind(self, writer_id: str) -> None:
         for processor in self._processors:
@@ -120,10 +134,12 @@ class SharedBatch:
         with self._lock:
             if self._failure is not None:
                 raise self._failure
-            self._spark = df.sparkSession
+            self._spark, self._last_batch = df.sparkSession, batch_id
             started, now = time.monotonic(), time.time()
             due = []
-            for processor in self._tables_with_records(batch_id):
+            for processor in self._tables_of(batch_id):
+                if self._holds.waits(processor.table.identifier):
+                    continue  # held: its records wait in Kafka until its next try
                 if self._clock.waits(processor.table.identifier, now):
                     self._clock.waited(processor.table.identifier, batch_id)
                 else:
@@ -148,21 +164,36 @@ class SharedBatch:
         futures += self._fan_out(fan_out, df)
         self._finish(futures, batch_id)
 
+    def _next_due(self) -> tuple[float, int, list[str]] | None:
+        """For the due timer: when (seconds since the epoch) the earliest table is due without a batch, the
+        batch id its records were planned in, and the tables due then: those waiting for their interval, and
+        the held ones due for another try."""
+        due = self._clock.next_due()
+        retry_in = self._holds.next_retry_in()
+        if retry_in is None or self._last_batch < 0:
+            return due
+        retry_at = time.time() + retry_in
+        if due is None or retry_at < due[0]:
+            return retry_at, self._last_batch, list(self._holds.held())
+        return due
+
     def _land_due(self, batch_id: int, tables: Sequence[str]) -> None:
-        """The due timer: land the records that wait for ``tables`` now, without a batch (a quiet stream).
-        A failure is kept, and ends the query (:attr:`failure`)."""
+        """The due timer: land the records that wait for ``tables`` now, without a batch (a quiet stream), and
+        try held tables again. A failure outside any table is kept, and ends the query (:attr:`failure`)."""
         with self._lock:
-            now = time.time()
+            now, retry = time.time(), set(self._holds.due())
             due = [
                 p
                 for p in self._processors
                 if p.table.identifier in tables
-                and self._clock.waiting(p.table.identifier)
-                and not self._clock.waits(p.table.identifier, now)
+                and (
+                    p.table.identifier in retry
+                    or (self._clock.waiting(p.table.identifier) and not self._clock.waits(p.table.identifier, now))
+                )
             ]
             if not due or self._failure is not None or self._spark is None:
                 return
-            log.info("landing %d tables whose commit interval is up, between batches", len(due))
+            log.info("landing %d tables between batches (their commit interval is up, or a retry)", len(due))
             try:
                 self._land(None, batch_id, due, time.monotonic())
             except BaseException as error:  # noqa: BLE001 - kept: the query ends with it (see failure)
@@ -184,6 +215,12 @@ class SharedBatch:
             return df
         return ranges_frame(self._spark if df is None else df.sparkSession, ranges, self._max_tasks)
 
+    def _tables_of(self, batch_id: int) -> list[BatchProcessor]:
+        """The tables with records in this batch, and the held ones due for another try."""
+        retry = set(self._holds.due())
+        moved = self._tables_with_records(batch_id)
+        return moved + [p for p in self._processors if p.table.identifier in retry and p not in moved]
+
     def _tables_with_records(self, batch_id: int) -> list[BatchProcessor]:
         """The tables reading a partition that moved in this batch (all, where the offset log is unreadable)."""
         ends = self._offset_log.planned_ends(batch_id)
@@ -195,7 +232,7 @@ class SharedBatch:
     def _prepare(self, tables: list[BatchProcessor], batch_id: int, started: float) -> list[Prepared]:
         """Each table prepared, in parallel; replays are reported and drop out."""
         futures = [(p, self._pool.submit(p.prepare, batch_id, started)) for p in tables]
-        return [(p, outcome) for p, outcome in _results(futures, batch_id) if isinstance(outcome, PreparedBatch)]
+        return [(p, outcome) for p, outcome in self._results(futures, batch_id) if isinstance(outcome, PreparedBatch)]
 
     def _own_plan(self, processor: BatchProcessor, prepared: PreparedBatch, df: Any) -> BatchOutcome:
         """A table that is not a direct append: its own plan on its share; written again when its key index raced."""
@@ -228,43 +265,71 @@ class SharedBatch:
         return futures
 
     def _finish(self, futures: list[tuple[BatchProcessor, Future[BatchOutcome]]], batch_id: int) -> None:
-        """Report every table's outcome, then raise the first failure (after all have finished)."""
-        results = _results(futures, batch_id)
+        """Report every table's outcome; the tables that failed are held."""
+        results = self._results(futures, batch_id)
         for processor, _ in results:
             self._clock.landed(processor.table.identifier, time.time())
         self._on_batch([p.table.identifier for p, outcome in results if outcome.result == "committed"])
 
+    def _results(
+        self, futures: list[tuple[BatchProcessor, Future[Any]]], batch_id: int
+    ) -> list[tuple[BatchProcessor, Any]]:
+        """Each table's result once every future is done: outcomes reported (a held table that landed is
+        released), failures held. Anything but an ``Exception`` (an interrupt) is raised."""
+        results, fatal = [], None
+        for processor, future in futures:
+            try:
+                result = future.result()
+            except Exception as error:  # noqa: BLE001 - the table is held; the others go on
+                self._hold(processor, batch_id, error)
+                continue
+            except BaseException as error:  # noqa: BLE001 - raised below, once every table's future is done
+                fatal = fatal or error
+                continue
+            if isinstance(result, BatchOutcome):
+                processor.report(result)
+                self._release(processor.table.identifier)
+            results.append((processor, result))
+        if fatal is not None:
+            raise fatal
+        return results
 
-def _results(futures: list[tuple[BatchProcessor, Future[Any]]], batch_id: int) -> list[tuple[BatchProcessor, Any]]:
-    """Each table's result, reported; the first error raised once every future is done."""
-    results, first = [], None
-    for processor, future in futures:
-        try:
-            result = future.result()
-        except BaseException as error:  # noqa: BLE001 - each table's failure is logged; the first is raised below
-            processor.failed(batch_id, error)
-            first = first or error
-            continue
-        if isinstance(result, BatchOutcome):
-            processor.report(result)
-        results.append((processor, result))
-    if first is not None:
-        raise first
-    return results
+    def _hold(self, processor: BatchProcessor, batch_id: int, error: Exception) -> None:
+        table = processor.table.identifier
+        hold = self._holds.hold(table, summarize_error(error))
+        self._metrics.batch_failed(table)
+        self._metrics.set_held(table, True)
+        log.warning(
+            "batch %d failed for %s: %s; the table is held, its records wait in Kafka, and it is tried again "
+            "in %.0fs (failure %d in a row); the other tables go on",
+            batch_id,
+            table,
+            hold.reason,
+            hold.retry_at - time.monotonic(),
+            hold.failures,
+            extra={"table": table, "batch_id": batch_id},
+            exc_info=error if log.isEnabledFor(logging.DEBUG) else None,
+        )
+
+    def _release(self, table: str) -> None:
+        hold = self._holds.release(table)
+        if hold is not None:
+            self._metrics.set_held(table, False)
+            log.info("%s lands again, after %d failed tries", table, hold.failures, extra={"table": table})
 
 
 class _DueTimer:
-    """One thread for all waiting tables: it sleeps until the earliest is due and lands those due then,
-    unless a batch came first (which lands them itself). It wakes for nothing else: a table that waits for
-    nothing costs it nothing."""
+    """One thread for all waiting and held tables: it sleeps until the earliest is due and lands those due
+    then, unless a batch came first (which lands them itself). It wakes for nothing else: a table that waits
+    for nothing costs it nothing."""
 
     def __init__(
         self,
-        clock: CommitClock,
+        next_due: Callable[[], tuple[float, int, list[str]] | None],
         land: Callable[[int, Sequence[str]], None],
         between_batches: Callable[[], AbstractContextManager[bool]],
     ) -> None:
-        self._clock = clock
+        self._next_due = next_due
         self._land = land
         self._between_batches = between_batches
         self._wake = threading.Event()
@@ -283,7 +348,7 @@ class _DueTimer:
 
     def _run(self) -> None:
         while not self._done.is_set():
-            due = self._clock.next_due()
+            due = self._next_due()
             wait = None if due is None else max(due[0] - time.time(), 0.0)
             if self._wake.wait(wait):
                 self._wake.clear()
@@ -302,8 +367,7 @@ def _direct(prepared: PreparedBatch) -> DirectAppend:
 
 
 def _floored(processor: BatchProcessor, prepared: PreparedBatch) -> TableRanges:
-    assert processor.ranges is not None
-    return processor.ranges.with_floors(prepared.committed)
+    return processor.floored(prepared)
 
 
 def _moved_topics(starts: PerPartition, ends: PerPartition) -> set[str]:

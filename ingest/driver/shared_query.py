@@ -146,7 +146,8 @@ def run_shared_ingest(
     try:
         try:
             probe.require_topics()  # before the tables: nothing is created for a topic that cannot be read
-            tables, start, last_commits = _set_up_tables(shared, catalog, metrics, probe.kafka)
+            tables, starts, last_commits = _set_up_tables(shared, catalog, metrics, probe.kafka)
+            start = json.dumps(lowest(starts), separators=(",", ":"))
             start = pinned_starting_offsets(shared.checkpoint_location, start, probe.kafka)
             ending = _available_now_end(shared, probe.kafka)
         except BaseException:
@@ -162,6 +163,7 @@ def run_shared_ingest(
             catalog,
             metrics,
             last_commits=last_commits,
+            starts=[{t: {int(p): o for p, o in parts.items()} for t, parts in s.items()} for s in starts],
             between_batches=gate.between_batches,
             on_batch=_on_batch(probe, monitor),
         )
@@ -200,9 +202,9 @@ def _on_batch(probe: SharedLagProbe, monitor: LagMonitor | None) -> Any:
 
 def _set_up_tables(
     shared: SharedIngestJob, catalog: Catalog, metrics: IngestMetrics, kafka: TopicWatermarks
-) -> tuple[list[TableSpec], str, dict[str, float]]:
-    """Every table created or checked, its metrics registered; the query's ``startingOffsets``; and each
-    table's last commit (seconds since the epoch), where a commit interval counts from."""
+) -> tuple[list[TableSpec], list[Offsets], dict[str, float]]:
+    """Every table created or checked, its metrics registered; where each starts (:func:`table_start`); and
+    each table's last commit (seconds since the epoch), where a commit interval counts from."""
     partitions = kafka.topic_partitions()
     marks = kafka.watermarks()
     tables, starts, last_commits = [], [], {}
@@ -214,7 +216,7 @@ def _set_up_tables(
         metrics.register_table(job.table.identifier, last_commits.get(job.table.identifier))
         tables.append(with_decode_schema(job.table, loaded.metadata.schema()))
         starts.append(table_start(job, loaded.metadata, partitions, marks))
-    return tables, json.dumps(lowest(starts), separators=(",", ":")), last_commits
+    return tables, starts, last_commits
 
 
 def table_start(job: IngestJob, metadata: TableMetadata, partitions: dict[str, list[int]], marks: Marks) -> Offsets:

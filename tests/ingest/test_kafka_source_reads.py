@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from ingest.kafka_source.consume import ConsumeSettings, DataLossError, consume_ranges, ranges_batch
+from ingest.kafka_source.consume import ConsumeSettings, DataLossError, consume_many, consume_ranges, ranges_batch
 from ingest.kafka_source.offsets import EARLIEST, OffsetRange
 
 pytestmark = [pytest.mark.kafka]
@@ -87,6 +87,29 @@ def test_offsets_deleted_by_retention(kafka_bootstrap, new_topic, fail_on_data_l
             _read(kafka_bootstrap, wanted)
     else:
         assert [r["offset"] for r in _read(kafka_bootstrap, wanted, fail_on_data_loss=False)] == list(range(30, 50))
+
+
+def test_many_ranges_read_together_hand_on_each_range_apart(kafka_bootstrap, new_topic):
+    """consume_many, a shared query's fan-out read: every range exactly, a batch per range at a time, a
+    range whose start retention deleted read on its own, a range past the partition's records ended by its
+    marker, however many ranges share the consumer."""
+    a, b = new_topic("many-a", partitions=3), new_topic("many-b")
+    for p in range(3):
+        _produce(kafka_bootstrap, a, [b"a%d-%d" % (p, i) for i in range(40)], partition=p)
+    _produce(kafka_bootstrap, b, [b"b-%d" % i for i in range(50)])
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.delete_records([TopicPartition(b, 0, 20)]).values():
+        future.result(timeout=30)
+    wanted = [OffsetRange(a, 0, 5, 40), OffsetRange(a, 1, EARLIEST, 12), OffsetRange(a, 2, 39, 40),
+              OffsetRange(b, 0, 10, 50), OffsetRange(a, 2, 40, 40)]
+    batches = list(consume_many(wanted, _settings(kafka_bootstrap, rows_per_batch=8, fail_on_data_loss=False)))
+    for batch in batches:
+        assert len(set(zip(batch.column("topic").to_pylist(), batch.column("partition").to_pylist()))) == 1
+    rows = [r for batch in batches for r in batch.to_pylist()]
+    got = {(t, p): [r["offset"] for r in rows if (r["topic"], r["partition"]) == (t, p)]
+           for t, p in [(a, 0), (a, 1), (a, 2), (b, 0)]}
+    assert got == {(a, 0): list(range(5, 40)), (a, 1): list(range(12)), (a, 2): [39], (b, 0): list(range(20, 50))}
+    assert [r["value"] for r in rows if r["topic"] == b][:2] == [b"b-20", b"b-21"]
 
 
 def test_starting_offsets_are_resolved_once_per_checkpoint(kafka_bootstrap, new_topic, tmp_path):

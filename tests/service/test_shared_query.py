@@ -19,9 +19,11 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from prometheus_client import CollectorRegistry
 
 from commit.catalog.sql.catalog import SqlCatalog
 from commit.exactly_once import committed_offsets
+from ingest.driver.batch import floors_of
 from ingest.driver.catch_up import catch_up_ranges
 from ingest.driver.commit_clock import CommitClock
 from ingest.driver.offset_accounting import BatchStats, covering_every_partition
@@ -70,6 +72,10 @@ def test_records_below_a_floor_are_left_out():
 
 def test_a_new_checkpoint_starts_each_partition_at_the_lowest_table_start():
     assert lowest([{"a": {"0": 5, "1": 9}}, {"a": {"0": 3}, "b": {"0": 1}}]) == {"a": {"0": 3, "1": 9}, "b": {"0": 1}}
+
+
+def test_a_tables_floor_is_its_committed_offset_or_its_start_if_later():
+    assert floors_of({"a": {0: 40, 1: 5}}, {"a": {0: 30, 1: 9}, "b": {0: 2}}) == {"a": {0: 40, 1: 9}, "b": {0: 2}}
 
 
 def test_only_topics_that_moved_call_on_their_tables():
@@ -249,13 +255,18 @@ def test_one_query_lands_every_table_exactly_once_across_restarts(
     assert _ids(tmp_path, "db.all_views") == Counter(range(10_000, 10_400))
     assert normalized(_rows(tmp_path, "db.orders")) == expected_table(delivered)
 
-    # A table added on restart, on a topic new to the checkpoint, starts where it is configured to.
+    # Tables added on restart start where they are configured to: on a topic new to the checkpoint, and
+    # on one it has read far past their start (their first batch reaches back to it).
     fresh = new_topic("fresh")
     produce(kafka_bootstrap, fresh, _appends(40_000, 250))
     produce(kafka_bootstrap, views, _appends(10_400, 100))
     config["tables"].append({"identifier": "db.fresh", "topics": [fresh], "schema": EVENT_COLUMNS})
+    config["tables"].append(
+        {"identifier": "db.views_again", "topics": [views], "schema": EVENT_COLUMNS, "share_topics": True}
+    )
     assert run_ingest_service(parse_config(config), port=0, spark=spark) == EXIT_OK
     assert _ids(tmp_path, "db.fresh") == Counter(range(40_000, 40_250))
+    assert _ids(tmp_path, "db.views_again") == Counter(range(10_000, 10_500)), "from the topic's start"
     assert _ids(tmp_path, "db.views") == Counter(range(10_000, 10_500))
     assert _ids(tmp_path, "db.all_views") == Counter(range(10_000, 10_500))
     assert _ids(tmp_path, "db.clicks") == Counter(range(2_000)), "a quiet table is left alone"
@@ -337,3 +348,60 @@ def test_a_commit_interval_needs_the_shared_query_and_a_longer_readiness_age(tmp
     config["ingest"]["query"] = "per-table"
     with pytest.raises(ConfigError, match=r"tables\[0\]\.commit_interval: only a shared query"):
         parse_config(config)
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_a_failing_table_is_held_while_the_others_go_on_and_lands_exactly_after(
+    spark, kafka_bootstrap, new_topic, paced_producer, tmp_path, caplog
+):
+    """db.orders is dropped from the catalog by hand mid-run, then registered again: meanwhile its batches
+    fail, it is held (metric, /readyz), the other tables keep committing, and afterwards it is exact."""
+    caplog.set_level("INFO", logger="floe.ingest")
+    clicks, orders = new_topic("clicks", 2), new_topic("orders", 2)
+    config = _config(
+        tmp_path,
+        kafka_bootstrap,
+        {"clicks": clicks},
+        upserts={"orders": orders},
+        trigger={"processing_time": "1s"},
+        readiness={"max_commit_age": "1m"},
+    )
+    producers = [
+        paced_producer(kafka_bootstrap, clicks, _appends(0, 200_000), chunk=40, pause_s=0.2),
+        paced_producer(kafka_bootstrap, orders, change_events(100_000, 300, seed=12), chunk=40, pause_s=0.2),
+    ]
+    registry, stop, result = CollectorRegistry(), threading.Event(), {}
+    service = threading.Thread(
+        target=lambda: result.update(
+            code=run_ingest_service(parse_config(config), stop=stop, registry=registry, port=0, spark=spark)
+        )
+    )
+    service.start()
+    held = {"table": "db.orders"}
+    try:
+        _wait(lambda: len(_snapshots(tmp_path, "db.orders")) >= 2, service, "two commits of db.orders")
+        with SqlCatalog(f"sqlite:///{tmp_path / 'catalog.db'}", str(tmp_path / "warehouse")) as catalog:
+            location = catalog.load_table("db.orders").metadata_location
+            catalog.drop_table("db.orders")
+        _wait(lambda: registry.get_sample_value("floe_ingest_table_held", held) == 1, service, "db.orders held")
+        clicks_then = len(_snapshots(tmp_path, "db.clicks"))
+        _wait(lambda: len(_snapshots(tmp_path, "db.clicks")) >= clicks_then + 3, service, "db.clicks going on")
+        assert registry.get_sample_value("floe_ingest_table_held", held) == 1, "still held while dropped"
+        assert registry.get_sample_value("floe_ingest_table_failures_total", held) >= 1
+        with SqlCatalog(f"sqlite:///{tmp_path / 'catalog.db'}", str(tmp_path / "warehouse")) as catalog:
+            catalog.register_table("db.orders", location)
+        delivered = [p.stop() for p in producers]
+        _wait(
+            lambda: _ids(tmp_path, "db.clicks") == Counter(int(d.event.key) for d in delivered[0])
+            and normalized(_rows(tmp_path, "db.orders")) == expected_table(delivered[1]),
+            service,
+            "every table exact after db.orders came back",
+        )
+        assert registry.get_sample_value("floe_ingest_table_held", held) == 0, "released once it landed"
+    finally:
+        stop.set()
+        service.join(180)
+    assert result == {"code": EXIT_STOPPED}, "a held table does not end floe ingest"
+    lines = [r.getMessage() for r in caplog.records if getattr(r, "table", None) == "db.orders"]
+    assert any("the table is held" in line for line in lines) and any("lands again" in line for line in lines)

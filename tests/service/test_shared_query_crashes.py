@@ -28,7 +28,7 @@ from tests.ingest.test_e2e_crashes import kill_group
 from tests.service.test_shared_query import _appends, _config, _ids, _rows
 from tests.service.test_sigterm import start_floe
 
-KILLS = 4
+KILLS = 3
 STATE_TIMEOUT_S = 240
 
 
