@@ -15,7 +15,8 @@ N topics. After ``--warm-up`` seconds, ``--seconds`` are measured:
   of the snapshot holding it (its summary's offset range) minus its Kafka
   timestamp; the worst table's p99, and the median table's.
 
-Modes: ``shared`` (``ingest.query: shared``, Floe's source), ``per-table``
+Modes: ``shared`` (``ingest.query: shared``, Floe's source), ``shared-upsert`` (the same with upsert
+tables keyed by ``id``, every record a new key), ``per-table``
 (one query per table on Floe's source) and ``spark`` (one query per table on
 Spark's Kafka source); the last two only up to ``--per-table-max`` tables.
 Every row uses the same configuration apart from the mode; ``--commit-interval``
@@ -166,7 +167,10 @@ def write_config(
     tables: list[dict[str, Any]] = [
         {"identifier": f"db.t{i:03d}", "topics": [t], "schema": COLUMNS} for i, t in enumerate(topics)
     ]
-    if commit_interval is not None and mode == "shared":  # a query per table commits every batch
+    if mode == "shared-upsert":  # every record a new key: an upsert's whole path (key index, its own plan)
+        for table in tables:
+            table.update(mode="upsert", key=["id"])
+    if commit_interval is not None and mode.startswith("shared"):  # a query per table commits every batch
         for table in tables:
             table["commit_interval"] = commit_interval
     config = {
@@ -176,7 +180,7 @@ def write_config(
         "trigger": {"processing_time": trigger},
         "readiness": {"max_commit_age": "10m"},
         "http": {"host": "127.0.0.1", "ingest_port": 0, "compact_port": 0},
-        "ingest": {"query": "shared" if mode == "shared" else "per-table", "commit_threads": 8},
+        "ingest": {"query": "shared" if mode.startswith("shared") else "per-table", "commit_threads": 8},
         "log_format": "json",
         "tables": tables,
     }
@@ -197,7 +201,7 @@ def one_row(bootstrap: str, n: int, mode: str, args: argparse.Namespace, root: P
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     sampler = TreeSampler(proc.pid)
     sampler.start()
-    queries = 1 if mode == "shared" else n
+    queries = 1 if mode.startswith("shared") else n
     while _started(log) < queries:
         if proc.poll() is not None:
             raise SystemExit(f"{mode} {n}: floe ingest ended: {log.read_text()[-3000:]}")
@@ -287,7 +291,7 @@ def main() -> None:
             assert kafka.bootstrap is not None
             for mode in modes:
                 for n in counts:
-                    if mode != "shared" and n > args.per_table_max:
+                    if not mode.startswith("shared") and n > args.per_table_max:
                         continue
                     row = one_row(kafka.bootstrap, n, mode, args, root)
                     print(json.dumps(row), flush=True)

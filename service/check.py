@@ -60,7 +60,7 @@ def check_kafka(config: FloeConfig, timeout_s: float = 10.0, *, topics: bool = T
     """Reach the brokers (and, with ``topics``, find every configured topic). Its words are those of
     ``floe ingest`` refusing to start (:func:`require_kafka`)."""
     try:
-        return CheckResult(_kafka_name(config), True, _kafka_probe(config, timeout_s, topics))
+        return CheckResult(_kafka_name(config), True, _kafka_probe(config, timeout_s, topics)[0])
     except Exception as exc:  # noqa: BLE001 - a failed probe is what `check` reports
         return CheckResult(_kafka_name(config), False, _kafka_failure(exc))
 
@@ -74,7 +74,8 @@ def _kafka_failure(error: Exception) -> str:
     return str(error) if isinstance(error, (KafkaNotAnswering, TopicsNotFound)) else summarize_error(error)
 
 
-def _kafka_probe(config: FloeConfig, timeout_s: float, topics: bool) -> str:
+def _kafka_probe(config: FloeConfig, timeout_s: float, topics: bool) -> tuple[str, list[str]]:
+    """What the brokers said, in words; and every topic they have."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
@@ -91,17 +92,22 @@ def _kafka_probe(config: FloeConfig, timeout_s: float, topics: bool) -> str:
     missing = [t for t in wanted if t not in metadata.topics]
     if missing and topics:
         raise TopicsNotFound(f"topics not found: {', '.join(missing)} ({len(metadata.brokers)} broker(s) answered)")
-    return f"{len(metadata.brokers)} broker(s); topics found: {', '.join(wanted) or 'none (pattern)'}"
+    found = f"{len(metadata.brokers)} broker(s); topics found: {', '.join(wanted) or 'none (pattern)'}"
+    return found, sorted(metadata.topics)
 
 
-def require_kafka(config: FloeConfig, timeout_s: float = 10.0) -> None:
+def kafka_topics(config: FloeConfig, timeout_s: float = 10.0) -> list[str]:
+    """Every topic the brokers have (what template tables expand over); raises when no broker answers."""
+    return _kafka_probe(config, timeout_s, topics=False)[1]
+
+
+def require_kafka(config: FloeConfig, timeout_s: float = 10.0) -> list[str]:
     """Fail fast, with ``floe check``'s own words, when no broker answers or a configured topic does not
     exist: before anything is created, on either source (Spark's refuses a missing topic; Floe's would
-    read nothing from it)."""
+    read nothing from it). Every topic the brokers have."""
     failure: Exception
     try:
-        _kafka_probe(config, timeout_s, topics=True)
-        return
+        return _kafka_probe(config, timeout_s, topics=True)[1]
     except TopicsNotFound as missing:
         failure, advice = missing, "create them, or correct tables[].topics"
     except Exception as error:  # noqa: BLE001 - every failure of the probe refuses the start, in one line
@@ -209,6 +215,8 @@ def check_tables(config: FloeConfig) -> list[CheckResult]:
 def check_table_fits(catalog: Catalog, table: TableConfig) -> CheckResult:
     """``ok`` when the first start creates, keeps or evolves the table; ``FAIL`` with how to fix what it refuses."""
     name = f"table {table.identifier}"
+    if table.is_template:
+        return CheckResult(name, True, f"a table per topic matching {table.topic_pattern!r}, made when ingest starts")
     try:
         return CheckResult(name, True, _table_plan(catalog, table))
     except (TableMismatchError, TablePropertyError) as refused:

@@ -18,6 +18,7 @@ from compaction.maintenance import MaintenanceOptions
 from compaction.metrics import CompactionMetrics
 from compaction.runner import CompactionOptions, CompactionRunner
 from compaction.scheduler import CompactionScheduler, RunOutcome, Schedule
+from service.check import kafka_topics
 from service.config import FloeConfig
 from service.config.compactor import CompactionConfig
 from service.http import OpsServer
@@ -54,6 +55,8 @@ def compaction_options(config: CompactionConfig) -> CompactionOptions:
 def build_runners(
     config: FloeConfig, metrics: CompactionMetrics, stop: threading.Event, spark=None
 ) -> list[CompactionRunner]:
+    if any(table.is_template for table in config.tables):  # a table per topic: which topics, Kafka says
+        config = config.with_tables_per_topic(kafka_topics(config))
     catalog = catalog_spec(config).open()
     options = compaction_options(config.compaction)
     return [CompactionRunner(catalog, t.identifier, options, metrics, spark, stop=stop) for t in config.tables]

@@ -143,10 +143,12 @@ def run_ingest_service(
     stop = stop or threading.Event()
     registry = registry or CollectorRegistry()
     apply_storage(config)
-    shared = config.ingest.query == "shared"
-    jobs: list[IngestJob] | SharedIngestJob = build_shared_job(config, skip) if shared else build_jobs(config, skip)
+    jobs = _jobs(config, skip)
     if not stop.is_set():  # stopped already: nothing will read Kafka, whether it answers or not
-        require_kafka(config)
+        topics = require_kafka(config)
+        if any(table.is_template for table in config.tables):
+            config = config.with_tables_per_topic(topics)
+            jobs = _jobs(config, skip)
     service_metrics = register_service_metrics(registry)
     metrics = IngestMetrics(registry)
     tables = jobs.table_ids if isinstance(jobs, SharedIngestJob) else [j.table.identifier for j in jobs]
@@ -160,6 +162,11 @@ def run_ingest_service(
         code = _start_and_run(config, jobs, spark, stop, metrics, readiness, service_metrics)
     log.info("ingest stopped", extra={"exit_code": code, "reason": _EXIT_REASONS[code]})
     return code
+
+
+def _jobs(config: FloeConfig, skip: Sequence[RecordRef]) -> list[IngestJob] | SharedIngestJob:
+    """The shared query's job, or each table's (``ingest.query``)."""
+    return build_shared_job(config, skip) if config.ingest.query == "shared" else build_jobs(config, skip)
 
 
 def _start_and_run(

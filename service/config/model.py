@@ -20,7 +20,7 @@ from service.config.catalog import CatalogConfig
 from service.config.compactor import CompactionConfig
 from service.config.fields import Duration, Location, Section, UpperCased, format_duration
 from service.config.kafka import KafkaConfig
-from service.config.problems import Problem, invalid, raise_all
+from service.config.problems import ConfigError, Problem, invalid, raise_all
 from service.config.spark import SparkConfig
 from service.config.storage import StorageConfig
 from service.config.tables import TableConfig
@@ -128,6 +128,28 @@ class FloeConfig(Section):
         raise KeyError(
             f"no table {identifier!r} in the configuration (tables: {', '.join(t.identifier for t in self.tables)})"
         )
+
+    def with_tables_per_topic(self, topics: list[str]) -> FloeConfig:
+        """The configuration with each template table (``{topic}`` in its identifier) replaced by a table per
+        topic of ``topics`` its pattern matches, in name order; :class:`ConfigError` when two tables come out
+        with one name. Unchanged without templates."""
+        if not any(table.is_template for table in self.tables):
+            return self
+        tables: list[TableConfig] = []
+        for table in self.tables:
+            if not table.is_template:
+                tables.append(table)
+                continue
+            tables += [table.for_topic(t) for t in sorted(topics) if table.reads_topic(t)]
+        clashes = [
+            f"{message} (tables from templates count too: {', '.join(t.identifier for t in self.tables)})"
+            for _, message in _duplicate_tables(tables)
+        ]
+        if clashes:
+            raise ConfigError("tables", clashes)
+        if not tables:
+            raise ConfigError("tables", ["no topic matches the topic_pattern of any table: nothing to land"])
+        return self.model_copy(update={"tables": tables})
 
     @property
     def compactor_spark(self) -> SparkConfig:

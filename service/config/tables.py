@@ -145,10 +145,18 @@ def _metadata_sources(value: Any) -> Any:
     return value
 
 
+TOPIC_PLACEHOLDER = "{topic}"
+"""In a table's identifier: one table per topic of its pattern (:meth:`TableConfig.for_topic`)."""
+
+
 class TableConfig(Section):
     """One Iceberg table fed by one streaming query."""
 
-    identifier: str = Field(description="Table identifier `namespace.table` (namespace levels separated by dots).")
+    identifier: str = Field(
+        description="Table identifier `namespace.table` (namespace levels separated by dots). With "
+        "`topic_pattern` it may name a table per topic: `raw.{topic}` lands each topic the pattern matches at "
+        "start in its own table (the topic's `.` and `-` become `_`), all with this entry's settings."
+    )
     topics: Annotated[list[TopicName], BeforeValidator(comma_list)] | None = Field(
         None, description="Source topics (a list or a comma-separated string); or use `topic_pattern`."
     )
@@ -262,11 +270,23 @@ class TableConfig(Section):
         return self
 
     def _identifier_problems(self) -> list[Problem]:
+        if self.is_template and self.topic_pattern is None:
+            return [("identifier", f"{TOPIC_PLACEHOLDER} names a table per topic of topic_pattern; set topic_pattern")]
         try:
-            to_table_identifier(self.identifier)
+            to_table_identifier(self.identifier.replace(TOPIC_PLACEHOLDER, "topic"))
         except InvalidArgument as exc:
             return [("identifier", f"expected namespace.table: {exc}")]
         return []
+
+    @property
+    def is_template(self) -> bool:
+        """Whether the entry stands for a table per topic of its pattern (``{topic}`` in the identifier)."""
+        return TOPIC_PLACEHOLDER in self.identifier
+
+    def for_topic(self, topic: str) -> TableConfig:
+        """The table a template stands for on ``topic``: its identifier filled in, reading that topic alone."""
+        name = self.identifier.replace(TOPIC_PLACEHOLDER, re.sub(r"[.\-]", "_", topic))
+        return self.model_copy(update={"identifier": name, "topics": [topic], "topic_pattern": None})
 
     def skip_refs(self) -> tuple[RecordRef, ...]:
         """``skip_records`` parsed (valid once the configuration loaded)."""

@@ -164,7 +164,7 @@ def test_unknown_keys_are_errors_at_every_level(tmp_path: Path) -> None:
     assert (
         problems[3] == "tables[0].partitions: unknown key (expected one of: identifier, topics, topic_pattern, "
         "share_topics, format, schema, partition_spec, sort_order, key, mode, op, metadata_columns, bad_records, "
-        "dead_letter_topic, skip_records, format_version, properties)"
+        "dead_letter_topic, skip_records, format_version, properties, commit_interval)"
     )
     assert problems[4] == "tables[0].schema[0].nullable: unknown key (expected one of: name, type, required, doc)"
     assert len(problems) == 5

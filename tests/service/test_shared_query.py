@@ -38,7 +38,7 @@ from service.jobs import build_shared_job
 from table.io import FileIO
 from table.scan import TableScan
 from tests.ingest.e2e_support import T0, Event, change_events, expected_table, normalized, produce
-from tests.service.test_ingest_command import EVENT_COLUMNS
+from tests.service.test_ingest_command import EVENT_COLUMNS, events_config
 
 # ---------------------------------------------------------------------------
 # Pure parts
@@ -88,6 +88,26 @@ def test_a_shared_query_needs_floes_source(tmp_path):
     config = _config(tmp_path, "localhost:9092", {"x": "t1"})
     config["kafka"]["reader"] = "spark"
     with pytest.raises(ConfigError, match=r"ingest\.query.*kafka\.reader: python"):
+        parse_config(config)
+
+
+def test_a_template_table_becomes_a_table_per_topic_of_its_pattern(tmp_path):
+    config = _config(tmp_path, "localhost:9092", {"x": "t1"}, pattern={"{topic}": r"logs\..*"})
+    config["tables"][1]["identifier"] = "raw.{topic}"
+    parsed = parse_config(config)
+    tables = parsed.with_tables_per_topic(["logs.web-1", "logs.app", "other", "t1"]).tables
+    assert [(t.identifier, t.topics, t.topic_pattern) for t in tables] == [
+        ("db.x", ["t1"], None),
+        ("raw.logs_app", ["logs.app"], None),
+        ("raw.logs_web_1", ["logs.web-1"], None),
+    ]
+    assert parsed.with_tables_per_topic(["t1"]).tables[0].identifier == "db.x", "a pattern may match nothing yet"
+    config["tables"].append({"identifier": "raw.logs_app", "topics": ["other"], "schema": EVENT_COLUMNS})
+    with pytest.raises(ConfigError, match=r"'raw\.logs_app' is already used"):
+        parse_config(config).with_tables_per_topic(["logs.app"])
+    config["tables"][1].pop("topic_pattern")
+    config["tables"][1]["topics"] = ["logs.app"]
+    with pytest.raises(ConfigError, match=r"tables\[1\]\.identifier: \{topic\} names a table per topic"):
         parse_config(config)
 
 
@@ -151,15 +171,7 @@ def _config(
         {"identifier": f"db.{name}", "topics": [topic], "schema": EVENT_COLUMNS} for name, topic in appends.items()
     ]
     tables += [
-        {
-            "identifier": f"db.{name}",
-            "topics": [topic],
-            "mode": "upsert",
-            "key": ["id"],
-            "op": {"field": "op"},
-            "schema": EVENT_COLUMNS,
-            "partition_spec": ["bucket(4, id)"],
-        }
+        {**events_config(tmp, bootstrap, topic)["tables"][0], "identifier": f"db.{name}"}
         for name, topic in (upserts or {}).items()
     ]
     tables += [
@@ -177,6 +189,24 @@ def _config(
     }
     config.update(overrides)
     return config
+
+
+def three_tables(
+    tmp: Path, bootstrap: str, new_topic: Any, max_commit_age: str, **overrides: Any
+) -> tuple[tuple[str, str, str], dict[str, Any]]:
+    """New topics clicks (2 partitions), views and orders (2), and a shared query on a 1 s trigger over
+    db.clicks and db.views (appends: the fan-out job) and db.orders (an upsert: its own plan)."""
+    clicks, views, orders = new_topic("clicks", 2), new_topic("views"), new_topic("orders", 2)
+    config = _config(
+        tmp,
+        bootstrap,
+        {"clicks": clicks, "views": views},
+        upserts={"orders": orders},
+        trigger={"processing_time": "1s"},
+        readiness={"max_commit_age": max_commit_age},
+        **overrides,
+    )
+    return (clicks, views, orders), config
 
 
 def _appends(first: int, count: int) -> list[Event]:
@@ -228,8 +258,15 @@ def test_one_query_lands_every_table_exactly_once_across_restarts(
         upserts={"orders": orders},
         pattern={"logs": rf"{prefix}\..*"},
     )
+    config["tables"][-1]["share_topics"] = True  # and a table per topic of the same pattern:
+    config["tables"].append(
+        {"identifier": "raw.{topic}", "topic_pattern": rf"{prefix}\..*", "schema": EVENT_COLUMNS, "share_topics": True}
+    )
 
     assert run_ingest_service(parse_config(config), port=0, spark=spark) == EXIT_OK
+    per_topic = {t: f"raw.{t.replace('-', '_').replace('.', '_')}" for t in (logs_a, logs_b)}
+    assert _ids(tmp_path, per_topic[logs_a]) == Counter(range(20_000, 20_300))
+    assert _ids(tmp_path, per_topic[logs_b]) == Counter(range(30_000, 30_200))
     assert _ids(tmp_path, "db.clicks") == Counter(range(1_500))
     assert _ids(tmp_path, "db.views") == Counter(range(10_000, 10_400))
     assert _ids(tmp_path, "db.logs") == Counter([*range(20_000, 20_300), *range(30_000, 30_200)])
@@ -278,15 +315,7 @@ def test_a_commit_interval_commits_once_per_interval_and_lands_a_quiet_tail(
     spark, kafka_bootstrap, new_topic, paced_producer, tmp_path, caplog
 ):
     caplog.set_level("INFO", logger="floe.ingest")
-    clicks, views, orders = new_topic("clicks", 2), new_topic("views"), new_topic("orders", 2)
-    config = _config(
-        tmp_path,
-        kafka_bootstrap,
-        {"clicks": clicks, "views": views},
-        upserts={"orders": orders},
-        trigger={"processing_time": "1s"},
-        readiness={"max_commit_age": "1m"},
-    )
+    (clicks, views, orders), config = three_tables(tmp_path, kafka_bootstrap, new_topic, "1m")
     config["tables"][0]["commit_interval"] = "6s"  # db.clicks: the fan-out job
     config["tables"][2]["commit_interval"] = "6s"  # db.orders: its own plan
     producers = [

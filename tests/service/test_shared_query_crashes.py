@@ -25,7 +25,7 @@ from service.config import parse_config
 from service.ingest_command import EXIT_OK, run_ingest_service
 from tests.ingest.e2e_support import change_events, expected_table, normalized, produce
 from tests.ingest.test_e2e_crashes import kill_group
-from tests.service.test_shared_query import _appends, _config, _ids, _rows
+from tests.service.test_shared_query import _appends, _ids, _rows, three_tables
 from tests.service.test_sigterm import start_floe
 
 KILLS = 3
@@ -40,16 +40,7 @@ def committed_lines(log: Path) -> int:
 @pytest.mark.kafka
 @pytest.mark.spark
 def test_sigkill_mid_run_loses_and_repeats_nothing_in_any_table(spark, kafka_bootstrap, new_topic, tmp_path):
-    clicks, views, orders = new_topic("clicks", 2), new_topic("views"), new_topic("orders", 2)
-    config = _config(
-        tmp_path,
-        kafka_bootstrap,
-        {"clicks": clicks, "views": views},
-        upserts={"orders": orders},
-        trigger={"processing_time": "1s"},
-        readiness={"max_commit_age": "10m"},
-        log_format="json",
-    )
+    (clicks, views, orders), config = three_tables(tmp_path, kafka_bootstrap, new_topic, "10m", log_format="json")
     config["kafka"]["max_offsets_per_trigger"] = 300
     config["tables"][0]["commit_interval"] = "3s"  # db.clicks waits through batches: exact all the same
     path = tmp_path / "floe.yaml"
