@@ -5,12 +5,16 @@ tables in one batch. On the driver, per batch:
 
 1. Only the tables whose topics moved in this batch (Spark's offset log says
    where each partition starts and ends) are looked at at all: a quiet table
-   costs no catalog call, no task and no commit.
-2. Each of them is prepared in parallel (:meth:`BatchProcessor.prepare`):
+   costs no catalog call, no task and no commit. A table under a commit
+   interval that is not due sits the batch out (:mod:`ingest.driver.commit_clock`),
+   and so does a held one (below).
+2. Each of the others is prepared in parallel (:meth:`BatchProcessor.prepare`):
    loaded, checked for a replay, its write plan chosen, its committed offsets
-   read. Those offsets are its floors: the batch lands a table's records at or
-   past them only (:mod:`ingest.kafka_source.table_ranges`), so a table's own
-   commits, not the checkpoint, say what it holds.
+   read. With where it started, those make its floors: the batch lands a
+   table's records at or past them only (:mod:`ingest.kafka_source.table_ranges`),
+   so a table's own commits, not the checkpoint, say what it holds. Where a
+   floor is behind the batch's start (a table that waited, or was added), the
+   batch's ranges reach back to it (:mod:`ingest.driver.catch_up`).
 3. The append tables that take the direct path are written by one Spark job
    (:mod:`ingest.tasks.fan_out`): each task reads its ranges once and writes
    every table they feed. Every other table (upserts, tables that want their
@@ -19,9 +23,10 @@ tables in one batch. On the driver, per batch:
    (:class:`~ingest.driver.batch_committer.BatchCommitter`); up to
    ``commit_threads`` tables are written and committed at once.
 
-A table that fails fails the batch, after the others have finished: those
-that committed skip the batch when Spark replays it, and the failed one lands
-it then.
+A table whose part fails is held (:mod:`ingest.driver.table_holds`): the batch
+goes on for the others, and it is tried again later, from its floors. A
+failure of the fan-out job itself fails the batch: the tables that committed
+skip it when Spark replays it.
 """
 
 from __future__ import annotations
