@@ -97,7 +97,7 @@ class BatchProcessor:
     known only once the query has started: :meth:`bind` supplies it and the
     first batch waits for it. ``on_commit`` runs after each commit (the lag
     monitor's poke). ``ranges``: in a shared query, the topics of this table
-    (:mod:`ingest.driver.shared_batch`). A table under a commit interval
+    (:mod:`ingest.driver.shared_batch`); ``start``: where it started in this process. A table under a commit interval
     records every partition of its topics in every commit
     (:func:`~ingest.driver.offset_accounting.covering_every_partition`).
     """
@@ -111,11 +111,12 @@ class BatchProcessor:
         on_commit: Callable[[], None] = lambda: None,
         ranges: TableRanges | None = None,
         offset_log: OffsetLog | None = None,
+        start: PerPartition | None = None,
     ) -> None:
         self._job = job
         self.ranges = ranges
         self.covers_every_partition = job.commit_interval_seconds is not None
-        self.start: PerPartition = {}  # in a shared query: where the table started (see floors_of)
+        self._start = start or {}  # in a shared query: where the table started (see floors_of)
         self._table = table
         self._catalog = catalog
         self._metrics = metrics
@@ -211,7 +212,7 @@ class BatchProcessor:
         size = batch_size(starts, planned) if self._table.mode == "upsert" else None
         committed = committed_offsets(metadata, partitions=planned) if planned else {}
         plan = self._plans.choose(loaded, size)
-        return PreparedBatch(batch_id, started, planned, committed, plan, starts, floors_of(self.start, committed))
+        return PreparedBatch(batch_id, started, planned, committed, plan, starts, floors_of(self._start, committed))
 
     def rows_of(self, df: Any, prepared: PreparedBatch) -> KafkaRows:
         """The batch's records for this table: in a shared query, its share from its committed offsets on."""

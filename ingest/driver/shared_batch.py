@@ -73,7 +73,7 @@ class SharedBatch:
     in the order of ``shared.jobs``. ``on_batch`` gets the tables a batch committed. ``last_commits``:
     each table's last commit (seconds since the epoch), where its commit interval starts from.
     ``starts``: where each table starts in this process (its floors until it commits past them).
-    ``between_batches`` is the query's slot for work between batches (``_StopGate.between_batches``):
+    ``between_batches`` is the query's slot for work between batches (``StopGate.between_batches``):
     the due timer lands waiting tables through it on a quiet stream."""
 
     def __init__(
@@ -97,11 +97,10 @@ class SharedBatch:
                 metrics,
                 ranges=TableRanges(job.source.topics, job.source.topic_pattern),
                 offset_log=self._offset_log,
+                start=start,
             )
-            for job, table in zip(shared.jobs, tables)
+            for job, table, start in zip(shared.jobs, tables, starts or [{}] * len(tables))
         ]
-        for processor, start in zip(self._processors, starts):
-            processor.start = start
         self._consume = shared.source.consume_settings()
         self._max_tasks = shared.source.max_tasks_per_batch
         self._pool = ThreadPoolExecutor(shared.commit_threads, thread_name_prefix="floe-table")

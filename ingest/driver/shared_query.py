@@ -33,7 +33,7 @@ from ingest.driver.lag import KafkaUnreachable, LagMonitor
 from ingest.driver.metrics import IngestMetrics
 from ingest.driver.offset_accounting import committed_timestamps, consumer_lag, starting_offsets
 from ingest.driver.shared_batch import SharedBatch
-from ingest.driver.stream import IngestQuery, _available_now_end, _start_query, _StopGate, pinned_starting_offsets
+from ingest.driver.stream import IngestQuery, StopGate, available_now_end, pinned_starting_offsets, start_query
 from ingest.driver.table_setup import ensure_table
 from ingest.job import IngestJob, SharedIngestJob, TableSpec, with_decode_schema
 from ingest.kafka_source.offsets import Marks, Offsets, starting_offsets_now
@@ -149,14 +149,14 @@ def run_shared_ingest(
             tables, starts, last_commits = _set_up_tables(shared, catalog, metrics, probe.kafka)
             start = json.dumps(lowest(starts), separators=(",", ":"))
             start = pinned_starting_offsets(shared.checkpoint_location, start, probe.kafka)
-            ending = _available_now_end(shared, probe.kafka)
+            ending = available_now_end(shared, probe.kafka)
         except BaseException:
             probe.close()
             raise
         if not lag_monitor:
             probe.close()
         monitor = LagMonitor(probe, shared.lag_interval_seconds) if lag_monitor else None
-        gate = _StopGate()
+        gate = StopGate()
         processor = SharedBatch(
             shared,
             tables,
@@ -167,7 +167,7 @@ def run_shared_ingest(
             between_batches=gate.between_batches,
             on_batch=_on_batch(probe, monitor),
         )
-        query = _start_query(shared, spark, gate.wrap(processor), start, ending)
+        query = start_query(shared, spark, gate.wrap(processor), start, ending)
     except BaseException:
         catalog.close()
         raise

@@ -47,7 +47,7 @@ class IngestStopped(RuntimeError):
     """A batch was refused because the query is stopping; it is replayed on restart."""
 
 
-class _StopGate:
+class StopGate:
     """Lets batches run one at a time until a stop is requested, then refuses them."""
 
     def __init__(self) -> None:
@@ -93,7 +93,7 @@ class IngestQuery:
         self,
         query: Any,
         job: IngestJob | SharedIngestJob,
-        gate: _StopGate,
+        gate: StopGate,
         stop_event: threading.Event,
         metrics: IngestMetrics,
         monitor: LagMonitor | None,
@@ -244,7 +244,7 @@ def run_ingest(
             start = _start_offsets(job, loaded.metadata, probe)
             if job.source.reader == "python":
                 start = pinned_starting_offsets(job.checkpoint_location, start, probe)
-            ending = _available_now_end(job, probe)
+            ending = available_now_end(job, probe)
         except BaseException:
             probe.close()
             raise
@@ -252,8 +252,8 @@ def run_ingest(
             probe.close()
         monitor = LagMonitor(probe, job.lag_interval_seconds) if lag_monitor else None
         processor = BatchProcessor(job, table, catalog, metrics, on_commit=monitor.poke if monitor else lambda: None)
-        gate = _StopGate()
-        query = _start_query(job, spark, gate.wrap(processor), start, ending)
+        gate = StopGate()
+        query = start_query(job, spark, gate.wrap(processor), start, ending)
     except BaseException:
         catalog.close()
         raise
@@ -265,7 +265,7 @@ def run_ingest(
     return IngestQuery(query, job, gate, stop_event, metrics, monitor, catalog, ending)
 
 
-def _start_query(
+def start_query(
     job: IngestJob | SharedIngestJob,
     spark: Any,
     process: Callable[[Any, int], None],
@@ -295,7 +295,7 @@ def _start_query(
     return writer.start()
 
 
-def _available_now_end(job: IngestJob | SharedIngestJob, probe: LagProbe | TopicWatermarks) -> Offsets | None:
+def available_now_end(job: IngestJob | SharedIngestJob, probe: LagProbe | TopicWatermarks) -> Offsets | None:
     """Where an ``availableNow`` run of the Python source ends: the latest offsets now."""
     if job.source.reader != "python" or not job.trigger.available_now:
         return None
