@@ -25,6 +25,7 @@ deleted, except when the commit's outcome is unknown (they may be in the table).
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -56,7 +57,16 @@ from table.metadata import TableMetadata
 log = logging.getLogger("floe.ingest")
 
 WRITER_ID_TIMEOUT_S = 120.0
-MAX_INDEX_REDOS = 3
+MAX_INDEX_REDOS = 10
+"""How often a batch whose deletes raced another commit is written again. A compactor's partial-progress run
+commits its file groups one after another (``compaction.partial_progress.max_commits``, 10 by default), and each
+commit can race one write of the batch; with :func:`redo_backoff` between writes, the run is over first."""
+
+
+def redo_backoff(redo: int) -> float:
+    """Seconds to wait before writing a raced batch again: 0.25 s doubling to 8 s, jittered down by up to half,
+    so a writer racing a run of compaction commits lets the run finish rather than racing each of them."""
+    return min(0.25 * 2**redo, 8.0) * random.uniform(0.5, 1.0)
 
 
 @dataclass(frozen=True)
@@ -176,12 +186,17 @@ class BatchProcessor:
             except IndexRaced as raced:
                 if redo == MAX_INDEX_REDOS:
                     raise raced.error from raced
+                pause = redo_backoff(redo)
                 log.warning(
-                    "batch %d: %s; writing it again on the new snapshot",
+                    "batch %d: %s; writing it again on the new snapshot in %.1fs (try %d of %d)",
                     batch_id,
                     raced.error,
+                    pause,
+                    redo + 2,
+                    MAX_INDEX_REDOS + 1,
                     extra={"table": self._table.identifier, "batch_id": batch_id},
                 )
+                time.sleep(pause)
         raise AssertionError("unreachable")
 
     def _process_once(self, df: Any, batch_id: int, started: float) -> BatchOutcome:

@@ -95,16 +95,23 @@ def floe_config(tmp_path: Path, *, bootstrap: str, topic: str, catalog_uri: str,
 
 def start(command: str, config: Path, log: Path) -> subprocess.Popen:
     with open(log, "ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "service.cli", command, "--config", str(config)], cwd=REPO,
+        proc = subprocess.Popen([sys.executable, "-m", "service.cli", command, "--config", str(config)], cwd=REPO,
                                 stdout=out, stderr=out, start_new_session=True,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc.log_path = log  # type: ignore[attr-defined]  # read back into the failure when the process ends early
+    return proc
+
+
+def tail(proc: subprocess.Popen, chars: int = 6000) -> str:
+    return proc.log_path.read_text(errors="replace")[-chars:]  # type: ignore[attr-defined]
 
 
 def wait_for(condition: Callable[[], Any], what: str, timeout_s: float, *procs: subprocess.Popen) -> Any:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for proc in procs:
-            assert proc.poll() is None, f"a floe process exited with {proc.returncode} while waiting for {what}"
+            assert proc.poll() is None, \
+                f"a floe process exited with {proc.returncode} while waiting for {what}; its log ends:\n{tail(proc)}"
         value = condition()
         if value:
             return value

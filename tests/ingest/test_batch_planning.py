@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 from commit.catalog.base import Catalog
 from commit.catalog.sql.catalog import SqlCatalog
 from commit.exactly_once import batch_summary
-from ingest.driver.batch import BatchProcessor
+from ingest.driver.batch import MAX_INDEX_REDOS, BatchProcessor, redo_backoff
 from ingest.tasks.changes import OpField
 from ingest.tasks.decode_records import DecodeSpec
 from ingest.job import (
@@ -386,3 +386,9 @@ def test_pinned_starting_offsets_read_with_integer_partitions_and_refused_naming
     for bad in ("latest", '{"t": 3}', '{"t": {"x": 1}}'):
         with pytest.raises(ValueError, match="^cp/floe/starting-offsets.json: not Kafka offsets"):
             parse_pinned_offsets(bad, "cp/floe/starting-offsets.json")
+
+
+def test_a_raced_batch_backs_off_long_enough_for_a_compaction_run_to_finish():
+    waits = [redo_backoff(redo) for redo in range(MAX_INDEX_REDOS)]
+    assert all(0.125 <= w <= 8.0 for w in waits), waits
+    assert sum(waits) >= 20.0, "a partial-progress run of ten group commits has time to end between the writes"
