@@ -25,6 +25,7 @@ from ingest.kafka_source.consume import ConsumeSettings
 from ingest.tasks.changes import OpField
 from ingest.tasks.decode_records import DecodeSpec
 from ingest.tasks.decoding import AvroFormat, ConfluentAvroFormat, Format, JsonFormat
+from ingest.tasks.routing import RouteSpec, TopicRoute
 from table.errors import TableError
 from table.partitioning import PartitionSpec, build_partition_spec
 from table.schema import Schema
@@ -510,7 +511,23 @@ def decode_spec_to_json(spec: DecodeSpec) -> dict[str, Any]:
         "key_format": spec.key_format,
         "epoch_unit": spec.epoch_unit,
         "skip_records": [str(ref) for ref in spec.skip_records],
+        "route": None if spec.route is None else _route_to_json(spec.route),
     }
+
+
+def _route_to_json(route: RouteSpec) -> dict[str, Any]:
+    return {
+        "field": route.field,
+        "values": sorted(route.values),
+        "topics": [
+            {"topic": t.topic, "elsewhere": sorted(t.elsewhere), "owns_unrouted": t.owns_unrouted} for t in route.topics
+        ],
+    }
+
+
+def _route_from_json(obj: Mapping[str, Any]) -> RouteSpec:
+    topics = tuple(TopicRoute(t["topic"], frozenset(t["elsewhere"]), t["owns_unrouted"]) for t in obj["topics"])
+    return RouteSpec(obj["field"], frozenset(obj["values"]), topics)
 
 
 def decode_spec_from_json(obj: Mapping[str, Any]) -> DecodeSpec:
@@ -523,6 +540,8 @@ def decode_spec_from_json(obj: Mapping[str, Any]) -> DecodeSpec:
     values["op_field"] = None if op is None else OpField(**op)
     values["key_fields"] = tuple(values.get("key_fields", ()))
     values["skip_records"] = tuple(values.get("skip_records", ()))
+    route = values.get("route")
+    values["route"] = None if route is None else _route_from_json(route)
     return DecodeSpec(**values)
 
 

@@ -28,6 +28,7 @@ from ingest.skips import RecordRef, RecordRefError, parse_record_ref, record_ref
 from ingest.tasks.changes import OpField
 from ingest.tasks.decode_records import DecodeSpec
 from ingest.tasks.decoding import AvroFormat, ConfluentAvroFormat, Format, JsonFormat
+from ingest.tasks.routing import RouteSpec, TopicRoute
 from service.config import ConfigError, FloeConfig, TableConfig
 from service.config.kafka import KafkaConfig
 from service.config.tables import FormatConfig
@@ -62,9 +63,11 @@ def build_jobs(config: FloeConfig, skip: Sequence[RecordRef] = ()) -> list[Inges
     ``skip``: records to skip besides each table's ``skip_records`` (``--skip``), in every table that
     reads their topic."""
     jobs, problems = [], []
+    routes = route_specs(config.tables)
     for i, table in enumerate(config.tables):
         try:
-            jobs.append(table_job(config, table, tuple(ref for ref in skip if table.reads_topic(ref.topic))))
+            skipped = tuple(ref for ref in skip if table.reads_topic(ref.topic))
+            jobs.append(table_job(config, table, skipped, routes.get(i)))
         except (JobSpecError, ValueError, OSError) as exc:
             problems.append(f"tables[{i}]{_job_field_path(exc)}: {_reason(exc)}")
     if problems:
@@ -95,13 +98,31 @@ def catalog_spec(config: FloeConfig) -> CatalogSpec:
     return CatalogSpec(catalog.connection_uri(), catalog.warehouse, catalog.name)
 
 
-def table_job(config: FloeConfig, table: TableConfig, skip: Sequence[RecordRef] = ()) -> IngestJob:
+def route_specs(tables: Sequence[TableConfig]) -> dict[int, RouteSpec]:
+    """Each routed table's route, by index: the values its siblings on each topic take, and whether it owns
+    (dead-letters) the records no route takes, as the first routed table of the topic does."""
+    specs = {}
+    for i, table in enumerate(tables):
+        if table.route is None:
+            continue
+        topics = []
+        for topic in table.source_topics:
+            routed = [k for k, other in enumerate(tables) if other.route and topic in other.source_topics]
+            elsewhere = frozenset(v for k in routed if k != i for v in tables[k].route.values)  # type: ignore[union-attr]  # routed tables have a route
+            topics.append(TopicRoute(topic, elsewhere, owns_unrouted=routed[0] == i))
+        specs[i] = RouteSpec(table.route.field, frozenset(table.route.values), tuple(topics))
+    return specs
+
+
+def table_job(
+    config: FloeConfig, table: TableConfig, skip: Sequence[RecordRef] = (), route: RouteSpec | None = None
+) -> IngestJob:
     """The job spec of ``table``: every key that changes how it is read, decoded or written; ``skip``:
-    records to skip besides the table's ``skip_records``."""
+    records to skip besides the table's ``skip_records``; ``route``: its share of routed topics."""
     trigger = config.trigger
     return IngestJob(
         source=source_spec(config.kafka, table),
-        table=table_spec(table, skip),
+        table=table_spec(table, skip, route),
         catalog=catalog_spec(config),
         checkpoint_location=config.checkpoint_for(table),
         trigger=TriggerSpec(trigger.processing_time.total_seconds(), trigger.available_now),
@@ -144,10 +165,10 @@ def _starting_offsets(kafka: KafkaConfig, table: TableConfig) -> Any:
     return mine or "earliest"
 
 
-def table_spec(table: TableConfig, skip: Sequence[RecordRef] = ()) -> TableSpec:
+def table_spec(table: TableConfig, skip: Sequence[RecordRef] = (), route: RouteSpec | None = None) -> TableSpec:
     return TableSpec(
         identifier=table.identifier,
-        decode=decode_spec(table, skip),
+        decode=decode_spec(table, skip, route),
         partition=tuple((t.transform, t.column) for t in table.partition_terms()),
         sort_order=tuple(
             SortTerm(t.column, t.transform, t.direction, t.null_order)  # type: ignore[arg-type]  # validated configuration: the strings are the Literal values
@@ -160,7 +181,7 @@ def table_spec(table: TableConfig, skip: Sequence[RecordRef] = ()) -> TableSpec:
     )
 
 
-def decode_spec(table: TableConfig, skip: Sequence[RecordRef] = ()) -> DecodeSpec:
+def decode_spec(table: TableConfig, skip: Sequence[RecordRef] = (), route: RouteSpec | None = None) -> DecodeSpec:
     schema = table.iceberg_schema()
     if schema is None:
         raise JobSpecError(
@@ -177,6 +198,7 @@ def decode_spec(table: TableConfig, skip: Sequence[RecordRef] = ()) -> DecodeSpe
         else OpField(op.field, tuple(op.insert), tuple(op.update), tuple(op.delete), envelope=op.envelope),
         key_fields=tuple(table.key),
         skip_records=table.skip_refs() + tuple(skip),
+        route=route,
     )
 
 

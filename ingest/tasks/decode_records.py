@@ -55,6 +55,7 @@ from ingest.tasks.kafka_columns import (
 )
 from ingest.tasks.mapping import EpochUnit, MappingOptions, map_rows
 from ingest.tasks.record_errors import ChangeError, DecodeError, RecordError
+from ingest.tasks.routing import RouteSpec, route_records
 from table.arrow_schema import schema_to_arrow
 from table.errors import SchemaError
 from table.schema import Schema, schema_from_json
@@ -96,6 +97,7 @@ class DecodeSpec:
     key_format: KeyFormat = "json"
     epoch_unit: EpochUnit = "ms"
     skip_records: tuple[RecordRef, ...] = ()  # taken out before decoding (ingest.skips); text refs accepted
+    route: RouteSpec | None = None  # which records of a shared topic are this table's (ingest.tasks.routing)
 
     def __post_init__(self) -> None:
         if isinstance(self.schema, Schema):
@@ -121,10 +123,12 @@ class DecodeSpec:
 
 @dataclass(frozen=True)
 class DecodedRecords:
-    """The outcome of one batch: ``len(rows) + len(dead_letters) + len(skipped) == len(input)``.
+    """The outcome of one batch: ``len(rows) + len(dead_letters) + len(skipped) + routed_away == len(input)``.
 
     ``skipped``: the input records the spec's ``skip_records`` named, taken
-    out before decoding (neither rows nor dead letters).
+    out before decoding (neither rows nor dead letters). ``routed_away``: how
+    many records the spec's route left to other tables; they count in the
+    sum too.
 
     ``rows`` follows the table's Arrow schema (field ids included) plus
     :data:`INTERNAL_FIELDS`, in input order. A delete row (``_floe_op == 1``)
@@ -136,6 +140,7 @@ class DecodedRecords:
     rows: pa.RecordBatch
     dead_letters: pa.RecordBatch
     skipped: tuple[RecordRef, ...] = ()
+    routed_away: int = 0
 
 
 @dataclass(frozen=True)
@@ -147,6 +152,7 @@ class _Plan:
     options: MappingOptions
     metadata: tuple[tuple[str, str], ...]
     classify: Classifier
+    route: RouteSpec | None
 
 
 @functools.lru_cache(maxsize=32)
@@ -173,6 +179,7 @@ def _plan(spec: DecodeSpec) -> _Plan:
         MappingOptions(spec.epoch_unit),
         spec.metadata_pairs,
         classifier(changes),
+        spec.route,
     )
 
 
@@ -228,6 +235,11 @@ def _decode_batch(batch: pa.RecordBatch, plan: _Plan) -> DecodedRecords:
     failures: dict[int, RecordError] = {}
     values = batch.column("value").to_pylist()
     decoded = _decode_values(plan.decoder, values, failures)
+    routed_away = 0
+    if plan.route is not None:
+        before = batch.num_rows
+        batch, decoded, failures = _routed(batch, decoded, plan.route, failures)
+        routed_away = before - batch.num_rows
     keys = batch.column(KEY).to_pylist() if _needs_keys(batch, plan) else [None] * batch.num_rows
     changes = _classify(decoded, keys, plan.classify, failures)
     columns = _metadata_columns(batch, plan, failures)
@@ -248,7 +260,22 @@ def _decode_batch(batch: pa.RecordBatch, plan: _Plan) -> DecodedRecords:
         _merge(failures, alive, missing_keys(mapped.batch, plan.changes.key_fields, upserts))
     kept = [p for p, i in enumerate(alive) if i not in failures] if failures else alive
     rows = _rows(batch, mapped.batch, [alive[p] for p in kept], kept, [deletes[p] for p in kept], plan)
-    return DecodedRecords(rows, build_dead_letters(batch, failures))
+    return DecodedRecords(rows, build_dead_letters(batch, failures), routed_away=routed_away)
+
+
+def _routed(
+    batch: pa.RecordBatch, decoded: list[Any], route: RouteSpec, failures: dict[int, RecordError]
+) -> tuple[pa.RecordBatch, list[Any], dict[int, RecordError]]:
+    """The batch, its decoded values and their failures, less the records the route leaves to other tables."""
+    kept = route_records(batch.column("topic").to_pylist(), decoded, route, failures)
+    if len(kept) == batch.num_rows:
+        return batch, decoded, failures
+    position = {index: p for p, index in enumerate(kept)}
+    return (
+        batch.take(pa.array(kept, pa.int64())),
+        [decoded[i] for i in kept],
+        {position[i]: error for i, error in failures.items()},
+    )
 
 
 def _positions_without(failures: Mapping[int, RecordError], count: int) -> list[int]:

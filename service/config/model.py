@@ -168,6 +168,7 @@ class FloeConfig(Section):
             [
                 *_duplicate_tables(self.tables),
                 *_shared_topics(self.tables),
+                *_route_field_clashes(self.tables),
                 *_dead_letter_clashes(self.tables),
                 *_readiness_problems(self.trigger, self.readiness),
                 *_unread_starting_offsets(self.kafka, self.tables),
@@ -259,11 +260,30 @@ def _shared_topics(tables: list[TableConfig]) -> Iterator[Problem]:
     for i, table in enumerate(tables):
         for j, topic in enumerate(table.source_topics):
             others = [k for k in _readers(tables, topic) if k != i]
-            if others and not all(tables[k].share_topics for k in [i, *others]):
+            if others and not all(tables[k].share_topics or tables[k].route for k in [i, *others]):
                 names = ", ".join(f"tables[{k}] ({tables[k].identifier})" for k in others)
                 yield (
                     f"tables[{i}].topics[{j}]",
-                    f"topic {topic!r} is also read by {names}; set share_topics: true on each of them to allow it",
+                    f"topic {topic!r} is also read by {names}; set share_topics: true or a route on each of them "
+                    "to allow it",
+                )
+
+
+def _route_field_clashes(tables: list[TableConfig]) -> Iterator[Problem]:
+    """A topic's routed tables all route by one field: else one record could be taken by none, or by two owners."""
+    first: dict[str, int] = {}
+    for i, table in enumerate(tables):
+        if table.route is None:
+            continue
+        for topic in table.source_topics:
+            k = first.setdefault(topic, i)
+            route = tables[k].route
+            assert route is not None
+            if route.field != table.route.field:
+                yield (
+                    f"tables[{i}].route.field",
+                    f"topic {topic!r} is routed by {route.field!r} in tables[{k}] ({tables[k].identifier}); "
+                    f"a topic's tables route by one field, got {table.route.field!r}",
                 )
 
 

@@ -132,6 +132,22 @@ class OpConfig(Section):
         return self
 
 
+class RouteConfig(Section):
+    """Which records of its topics a table takes, when several tables share them: by a field's value."""
+
+    field: str = Field(
+        min_length=1,
+        description="Field of the record value whose value picks the table (a dotted path for a nested field; "
+        "for Avro, a field of the reader schema). Every routed table of a topic routes by the same field.",
+    )
+    values: StringList = Field(
+        min_length=1,
+        description="The field's values this table takes; integers and booleans as their JSON text (`5`, `true`). "
+        "A record no routed table takes (or a tombstone, or one without the field) is a bad record of the "
+        "topic's first routed table.",
+    )
+
+
 def _metadata_sources(value: Any) -> Any:
     """Unknown sources are refused before the schema is known (also for schemas derived from Avro)."""
     if isinstance(value, dict):
@@ -164,7 +180,13 @@ class TableConfig(Section):
         None, description="Source topics as a Java regular expression matched against whole names."
     )
     share_topics: bool = Field(
-        False, description="Allow this table's topics to be read by other tables too (each of them must set it)."
+        False,
+        description="Allow this table's topics to be read by other tables too (each of them must set it, or route).",
+    )
+    route: RouteConfig | None = Field(
+        None,
+        description="Take only the records of the listed topics whose `field` holds one of `values`: several "
+        "tables share a topic this way without setting share_topics.",
     )
     format: FormatConfig = Field(
         default_factory=FormatConfig, description="Record value format; a string is shorthand for `{type: ...}`."
@@ -304,6 +326,8 @@ class TableConfig(Section):
 
     def _topic_problems(self) -> list[Problem]:
         problems = []
+        if self.route is not None and self.topic_pattern is not None:
+            problems.append(("route", "routes records of listed topics; list them in topics, not topic_pattern"))
         if (self.topics is None) == (self.topic_pattern is None):
             problems.append(("topics", "set exactly one of topics and topic_pattern"))
         if self.topics is not None and not self.topics:

@@ -163,7 +163,7 @@ def test_unknown_keys_are_errors_at_every_level(tmp_path: Path) -> None:
     assert problems[2].startswith("kafka.bootstrap_server: unknown key (expected one of: bootstrap_servers, security,")
     assert (
         problems[3] == "tables[0].partitions: unknown key (expected one of: identifier, topics, topic_pattern, "
-        "share_topics, format, schema, partition_spec, sort_order, key, mode, op, metadata_columns, bad_records, "
+        "share_topics, route, format, schema, partition_spec, sort_order, key, mode, op, metadata_columns, bad_records, "
         "dead_letter_topic, skip_records, format_version, properties, commit_interval)"
     )
     assert problems[4] == "tables[0].schema[0].nullable: unknown key (expected one of: name, type, required, doc)"
@@ -335,10 +335,12 @@ def test_duplicate_tables_and_shared_topics(tmp_path: Path) -> None:
 
     assert problems_of(changed(mutate), tmp_path) == [
         "tables[0].topics[0]: topic 'events' is also read by tables[1] (db.events); "
-        "set share_topics: true on each of them to allow it",
+        "set share_topics: true or a route on each of them "
+        "to allow it",
         "tables[1].identifier: 'db.events' is already used by tables[0]",
         "tables[1].topics[0]: topic 'events' is also read by tables[0] (db.events); "
-        "set share_topics: true on each of them to allow it",
+        "set share_topics: true or a route on each of them "
+        "to allow it",
     ]
 
 
@@ -351,10 +353,45 @@ def test_a_shared_topic_is_allowed_only_when_every_reader_says_so(tmp_path: Path
     data = changed(mutate)
     assert problems_of(data, tmp_path) == [
         "tables[0].topics[0]: topic 'events' is also read by tables[1] (db.events_copy); "
-        "set share_topics: true on each of them to allow it"
+        "set share_topics: true or a route on each of them "
+        "to allow it"
     ]
     data["tables"][0]["share_topics"] = True
     assert len(load_config(write(tmp_path, data), {}).tables) == 2
+
+
+def routed(d: dict[str, Any], *routes: tuple[str, str, list[str]]) -> None:
+    """Tables of ``d`` reading 'events' by route: (identifier, field, values) each, in place of the first."""
+    first = d["tables"].pop(0)
+    for identifier, field, values in routes:
+        d["tables"].append({**copy.deepcopy(first), "identifier": identifier, "route": {"field": field,
+                                                                                         "values": values}})
+
+
+def test_routed_tables_share_a_topic_without_share_topics(tmp_path: Path) -> None:
+    data = changed(lambda d: routed(d, ("db.orders", "kind", ["order"]), ("db.payments", "kind", ["pay", "5"])))
+    config = load_config(write(tmp_path, data), {})
+    assert [t.route.values for t in config.tables if t.route] == [["order"], ["pay", "5"]]
+
+
+def test_a_route_needs_values_and_listed_topics(tmp_path: Path) -> None:
+    def mutate(d: dict[str, Any]) -> None:
+        routed(d, ("db.orders", "kind", ["order"]), ("db.rest", "kind", []))
+        d["tables"].append({**copy.deepcopy(d["tables"][0]), "identifier": "db.all", "topics": None,
+                            "topic_pattern": "ev.*"})
+
+    assert problems_of(changed(mutate), tmp_path) == [
+        "tables[1].route.values: expected at least 1 item(s), got []",
+        "tables[2].route: routes records of listed topics; list them in topics, not topic_pattern",
+    ]
+
+
+def test_a_topic_is_routed_by_one_field(tmp_path: Path) -> None:
+    data = changed(lambda d: routed(d, ("db.orders", "kind", ["order"]), ("db.payments", "type", ["pay"])))
+    assert problems_of(data, tmp_path) == [
+        "tables[1].route.field: topic 'events' is routed by 'kind' in tables[0] (db.orders); a topic's tables "
+        "route by one field, got 'type'",
+    ]
 
 
 def test_cross_section_rules(tmp_path: Path) -> None:
