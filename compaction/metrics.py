@@ -115,7 +115,7 @@ class CompactionMetrics:
             self.last_success.labels(table=table).set(time.time() if finished_at is None else finished_at)
 
     def run_skipped(self, table: str) -> None:
-        """A run that did not start because another process holds the lease."""
+        """A run that did not start: another process holds the lease, or the table does not exist yet."""
         self.runs.labels(table=table, result="skipped").inc()
 
     def group_finished(self, table: str, result: str) -> None:

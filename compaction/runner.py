@@ -205,6 +205,14 @@ class CompactionRunner:
     def run(self) -> RunReport:
         """One run; a report for every outcome but unexpected errors, which are counted and raised."""
         report = RunReport(self.table, uuid.uuid4().hex)
+        if not self.catalog.table_exists(self.identifier):  # floe ingest creates it: a compactor may start first
+            report.result = RunResult.SKIPPED
+            self.metrics.run_skipped(self.table)
+            log.warning(
+                "compaction skipped: the table does not exist (floe ingest creates it when it starts)",
+                extra=self.log_fields(report),
+            )
+            return report
         lease = LeaseKeeper(self.catalog.leases, self.lease_name, self.holder, self.options.lease_ttl_ms)
         if not lease.acquire():
             report.result = RunResult.SKIPPED

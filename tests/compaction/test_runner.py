@@ -12,7 +12,6 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from commit.catalog.base import Catalog
-from commit.errors import NoSuchTable
 from commit.metadata_committer import PendingCommit
 from commit.operations.row_delta import RowDelta
 from compaction.committer import GroupResult
@@ -204,14 +203,18 @@ def test_one_shot_runs_every_table_and_survives_a_broken_one(sqlite_catalog: Cat
         base = CommitTable.create(sqlite_catalog, name)
         tables.append(CompactionTable(base.catalog, base.identifier, base.io))
         tables[-1].append_files(6, 10)
-    sqlite_catalog.drop_table("db.two")  # its runner raises NoSuchTable
+    sqlite_catalog.drop_table("db.two")  # its run is skipped: ingest has not created it (again)
+    broken = sqlite_catalog.load_table("db.three").metadata_location
+    Path(broken.removeprefix("file://")).unlink()  # its runner raises: its metadata file is gone
 
     outcomes = run_once([runner(t, metrics) for t in tables])
 
-    assert [(o.table, o.ok) for o in outcomes] == [("db.one", True), ("db.two", False), ("db.three", True)]
-    assert isinstance(outcomes[1].error, NoSuchTable) and outcomes[1].report is None
-    assert metric(registry, "floe_compaction_runs_total", table="db.two", result="failed") == 1
-    assert len(tables[2].data_files()) == 1
+    assert [(o.table, o.ok) for o in outcomes] == [("db.one", True), ("db.two", True), ("db.three", False)]
+    assert outcomes[1].report is not None and outcomes[1].report.result == RunResult.SKIPPED
+    assert metric(registry, "floe_compaction_runs_total", table="db.two", result="skipped") == 1
+    assert outcomes[2].error is not None and outcomes[2].report is None
+    assert metric(registry, "floe_compaction_runs_total", table="db.three", result="failed") == 1
+    assert len(tables[0].data_files()) == 1
 
 
 def test_rounds_repeat_until_stopped(table: CompactionTable, registry: CollectorRegistry, metrics: CompactionMetrics) -> None:
