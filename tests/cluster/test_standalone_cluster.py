@@ -50,7 +50,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
 REPO = Path(__file__).resolve().parents[2]
 KEYS, PARTITIONS = 1_500, 2
 MAX_OFFSETS = 1_000
-STREAM = 40_000  # change events to produce from, as far as the run needs (about 6,000)
+STREAM = 200_000  # change events to produce from, as far as the run needs (about 6,000; more while a task is sought)
 SHARED_CORES = {  # two apps, two one-core workers: an idle app gives its executors back
     "spark.executor.cores": "1",
     "spark.executor.memory": "1g",
@@ -106,7 +106,8 @@ def tail(proc: subprocess.Popen, chars: int = 6000) -> str:
     return proc.log_path.read_text(errors="replace")[-chars:]  # type: ignore[attr-defined]
 
 
-def wait_for(condition: Callable[[], Any], what: str, timeout_s: float, *procs: subprocess.Popen) -> Any:
+def wait_for(condition: Callable[[], Any], what: str, timeout_s: float, *procs: subprocess.Popen,
+             poll_s: float = 1.0) -> Any:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for proc in procs:
@@ -115,7 +116,7 @@ def wait_for(condition: Callable[[], Any], what: str, timeout_s: float, *procs: 
         value = condition()
         if value:
             return value
-        time.sleep(1)
+        time.sleep(poll_s)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
@@ -188,7 +189,8 @@ def test_upserts_on_a_cluster_with_s3_and_postgresql_survive_a_lost_worker(
             feed.start()
             wait_for(lambda: batches() >= 2, "two committed batches", 300, ingest, compact)
             busy = wait_for(lambda: [i for i, tids in running_tasks(cluster, "floe-ingest").items() if tids],
-                            "a worker running an ingest task", 300, ingest, compact)
+                            "a worker running an ingest task", 300, ingest, compact, poll_s=0.05)
+            assert feed.error is None, feed.error
             cluster.kill_worker(busy[0])
             cluster.start_worker(busy[0])
             after = batches()
