@@ -37,6 +37,15 @@ class KafkaUnreachable(RuntimeError):
         )
 
 
+class TableLagFailed(RuntimeError):
+    """One table's lag could not be refreshed (its catalog entry, say); the others were."""
+
+    def __init__(self, table: str, error: Exception) -> None:
+        self.table = table
+        super().__init__(summarize_error(error))
+        self.__cause__ = error  # its traceback, for DEBUG
+
+
 class LagProbe:
     """Reads watermarks from Kafka and positions from the table; sets the lag gauges."""
 
@@ -158,9 +167,9 @@ class LagMonitor:
         except Exception as error:
             log.warning(
                 "lag refresh failed: %s; retrying every %.0fs",
-                summarize_error(error),
+                error if isinstance(error, TableLagFailed) else summarize_error(error),
                 self._interval,
-                extra={"table": self._probe.table},
+                extra={"table": error.table if isinstance(error, TableLagFailed) else self._probe.table},
                 exc_info=error if log.isEnabledFor(logging.DEBUG) else None,
             )
             return

@@ -29,7 +29,7 @@ from typing import Any
 
 from commit.catalog.base import Catalog
 from commit.exactly_once import committed_offsets, last_batch_snapshot
-from ingest.driver.lag import KafkaUnreachable, LagMonitor
+from ingest.driver.lag import KafkaUnreachable, LagMonitor, TableLagFailed
 from ingest.driver.metrics import IngestMetrics
 from ingest.driver.offset_accounting import committed_timestamps, consumer_lag, starting_offsets
 from ingest.driver.shared_batch import SharedBatch
@@ -99,7 +99,7 @@ class SharedLagProbe:
             try:
                 self._refresh_table(table, marks)
             except Exception as error:  # noqa: BLE001 - raised below, after the other tables
-                first = first or error
+                first = first or TableLagFailed(table, error)
         if first is not None:
             raise first
 
