@@ -19,8 +19,9 @@ Twenty upsert and twenty append tables. ``floe ingest`` (a process group of
 its own) is SIGKILLed five times, each time once it has committed a number of
 table-batches drawn at random (a state of the run, not a time), and started
 again on the same checkpoint. In the third run ``db.u3`` is dropped from the
-catalog by hand: its commits fail and it is held while the other tables go on
-committing, until it is registered again. ``floe compact`` runs throughout. A
+catalog by hand and given more records: its commits fail and it is held while
+the other tables go on committing (the test feeds one of them until they have
+made ten more commits), until it is registered again. ``floe compact`` runs throughout. A
 last run drains every topic; then every table holds exactly what its records
 imply, read by Floe and by Iceberg Java, and each dead-letter topic holds
 exactly its table's bad records (dead letters are at least once: a record
@@ -141,8 +142,13 @@ class Fleet:
                 changes = changes[:50] + [Event(b"0", GARBAGE)] * 3 + changes[50:]
             self._produce(topic, changes)
         for topic in [*self.logs, *self.append_topics]:
-            first = sum(1 for _ in self.delivered.get(topic, []))
-            self._produce(topic, appends(first, 80))
+            self.more_appends(topic, 80)
+
+    def more_appends(self, topic: str, count: int) -> None:
+        self._produce(topic, appends(len(self.delivered.get(topic, [])), count))
+
+    def more_changes(self, topic: str, count: int, seed: int) -> None:
+        self._produce(topic, change_events(count, 40, seed=seed))
 
     def _produce(self, topic: str, events: list[Event]) -> None:
         self.delivered.setdefault(topic, []).extend(produce(self.bootstrap, topic, events))
@@ -219,7 +225,7 @@ def wait(reached: Callable[[], Any], what: str, *procs: subprocess.Popen, log: P
         for proc in procs:
             assert proc.poll() is None, f"a floe process ended (code {proc.returncode}) before {what}: {tail(log)}"
         assert time.monotonic() < deadline, f"not within {STATE_TIMEOUT_S}s: {what}: {tail(log)}"
-        time.sleep(0.2)
+        time.sleep(0.5)
 
 
 def tail(log: Path | None) -> str:
@@ -242,11 +248,11 @@ def test_forty_tables_from_thirty_topics_survive_five_sigkills_and_a_dropped_tab
             fleet.top_up(run)
             log = tmp_path / f"run-{run}.log"
             ingest = start_floe(path, log)
-            wanted = rng.randint(10, 60)
+            wanted = rng.randint(10, 40)  # a run's records make about 75 (two batches of 40 tables)
             wait(lambda log=log, wanted=wanted: committed(log) >= wanted, f"run {run}: {wanted} table commits",
                  ingest, compactor, log=log)
             if run == HELD_RUN:
-                hold_and_release(catalog, log, ingest, compactor)
+                hold_and_release(fleet, catalog, log, ingest, compactor)
             time.sleep(rng.random())
             assert ingest.poll() is None, f"run {run} ended on its own: {tail(log)}"
             assert kill_group(ingest), "the SIGKILL ended the run"
@@ -266,14 +272,22 @@ def test_forty_tables_from_thirty_topics_survive_five_sigkills_and_a_dropped_tab
     check_interval_tables(catalog, drain_start)
 
 
-def hold_and_release(catalog: SqlCatalog, log: Path, ingest: subprocess.Popen, compactor: subprocess.Popen) -> None:
-    """Drop db.u3 from the catalog mid-run; once it is held and others commit on, register it again."""
+def hold_and_release(
+    fleet: Fleet, catalog: SqlCatalog, log: Path, ingest: subprocess.Popen, compactor: subprocess.Popen
+) -> None:
+    """Drop db.u3 from the catalog mid-run and give it records; once it is held and the others have committed
+    10 more table-batches (fed until they have), register it again and wait until it lands."""
     location = catalog.load_table(HELD_TABLE).metadata_location
     catalog.drop_table(HELD_TABLE)
+    fleet.more_changes(fleet.upsert_topics[3], 50, seed=99)
     wait(lambda: logged(log, "the table is held", HELD_TABLE), f"{HELD_TABLE} held", ingest, compactor, log=log)
     others = committed(log) - committed(log, HELD_TABLE)
-    wait(lambda: committed(log) - committed(log, HELD_TABLE) >= others + 10, "the other tables committing on",
-         ingest, compactor, log=log)
+
+    def others_went_on() -> bool:
+        fleet.more_appends(fleet.append_topics[2], 20)  # db.a2 commits every batch
+        return committed(log) - committed(log, HELD_TABLE) >= others + 10
+
+    wait(others_went_on, "the other tables committing on", ingest, compactor, log=log)
     catalog.register_table(HELD_TABLE, location)
     wait(lambda: logged(log, "lands again", HELD_TABLE), f"{HELD_TABLE} landing again", ingest, compactor, log=log)
 
