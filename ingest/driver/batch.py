@@ -63,6 +63,10 @@ commits its file groups one after another (``compaction.partial_progress.max_com
 commit can race one write of the batch; with :func:`redo_backoff` between writes, the run is over first."""
 
 
+class IngestStopped(RuntimeError):
+    """A batch was refused, or given up in a wait, because the query is stopping; it is replayed on restart."""
+
+
 def redo_backoff(redo: int) -> float:
     """Seconds to wait before writing a raced batch again: 0.25 s doubling to 8 s, jittered down by up to half,
     so a writer racing a run of compaction commits lets the run finish rather than racing each of them."""
@@ -122,8 +126,10 @@ class BatchProcessor:
         ranges: TableRanges | None = None,
         offset_log: OffsetLog | None = None,
         start: PerPartition | None = None,
+        stopping: threading.Event | None = None,
     ) -> None:
         self._job = job
+        self._stopping = stopping or threading.Event()  # set when the query stops: a backoff gives up
         self.ranges = ranges
         self.covers_every_partition = job.commit_interval_seconds is not None
         self._start = start or {}  # in a shared query: where the table started (see floors_of)
@@ -177,27 +183,35 @@ class BatchProcessor:
             extra={"table": self._table.identifier, "files": files, **vars(outcome)},
         )
 
-    def process(self, df: Any, batch_id: int) -> BatchOutcome:
-        """Write and commit the batch; written again on a newer snapshot when the key index raced (bounded)."""
+    def process(self, df: Any, batch_id: int, raced: IndexRaced | None = None) -> BatchOutcome:
+        """Write and commit the batch; written again on a newer snapshot when the key index raced (bounded,
+        with a backoff between writes). ``raced``: the batch was written once already, and raced."""
         started = time.monotonic()
-        for redo in range(MAX_INDEX_REDOS + 1):
+        if raced is not None:
+            self._back_off(batch_id, raced, 0)
+        for redo in range(0 if raced is None else 1, MAX_INDEX_REDOS + 1):
             try:
                 return self._process_once(df, batch_id, started)
-            except IndexRaced as raced:
+            except IndexRaced as error:
                 if redo == MAX_INDEX_REDOS:
-                    raise raced.error from raced
-                pause = redo_backoff(redo)
-                log.warning(
-                    "batch %d: %s; writing it again on the new snapshot in %.1fs (try %d of %d)",
-                    batch_id,
-                    raced.error,
-                    pause,
-                    redo + 2,
-                    MAX_INDEX_REDOS + 1,
-                    extra={"table": self._table.identifier, "batch_id": batch_id},
-                )
-                time.sleep(pause)
+                    raise error.error from error
+                self._back_off(batch_id, error, redo)
         raise AssertionError("unreachable")
+
+    def _back_off(self, batch_id: int, raced: IndexRaced, redo: int) -> None:
+        """Wait before write ``redo + 2`` of a raced batch; a stop ends the wait and the batch (it is replayed)."""
+        pause = redo_backoff(redo)
+        log.warning(
+            "batch %d: %s; writing it again on the new snapshot in %.1fs (try %d of %d)",
+            batch_id,
+            raced.error,
+            pause,
+            redo + 2,
+            MAX_INDEX_REDOS + 1,
+            extra={"table": self._table.identifier, "batch_id": batch_id},
+        )
+        if self._stopping.wait(pause):
+            raise IngestStopped(f"batch {batch_id} given up while waiting to be written again: the query is stopping")
 
     def _process_once(self, df: Any, batch_id: int, started: float) -> BatchOutcome:
         """Check for a replay, choose the plan, run it, commit, account."""

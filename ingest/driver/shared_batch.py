@@ -46,7 +46,7 @@ import pyarrow.compute as pc
 
 from commit.catalog.base import Catalog
 from ingest.arrow_udf import map_in_arrow
-from ingest.driver.batch import BatchProcessor, PreparedBatch
+from ingest.driver.batch import BatchProcessor, IngestStopped, PreparedBatch
 from ingest.driver.batch_committer import IndexRaced
 from ingest.driver.batch_write import BatchOutcome, BatchWrite
 from ingest.driver.catch_up import catch_up_ranges, ranges_frame
@@ -87,6 +87,7 @@ class SharedBatch:
         starts: Sequence[PerPartition] = (),
         between_batches: Callable[[], AbstractContextManager[bool]] | None = None,
         on_batch: Callable[[Sequence[str]], None] = lambda committed: None,
+        stopping: threading.Event | None = None,
     ) -> None:
         self._offset_log = OffsetLog(shared.jobs[0], "shared query")
         self._processors = [
@@ -98,6 +99,7 @@ class SharedBatch:
                 ranges=TableRanges(job.source.topics, job.source.topic_pattern),
                 offset_log=self._offset_log,
                 start=start,
+                stopping=stopping,
             )
             for job, table, start in zip(shared.jobs, tables, starts or [{}] * len(tables))
         ]
@@ -243,13 +245,7 @@ class SharedBatch:
         try:
             return processor.write_prepared(df, prepared)
         except IndexRaced as raced:
-            log.warning(
-                "batch %d: %s; writing it again on the new snapshot",
-                prepared.batch_id,
-                raced.error,
-                extra={"table": processor.table.identifier, "batch_id": prepared.batch_id},
-            )
-            return processor.process(df, prepared.batch_id)
+            return processor.process(df, prepared.batch_id, raced)
 
     def _fan_out(self, tables: list[Prepared], df: Any) -> list[tuple[BatchProcessor, Future[BatchOutcome]]]:
         """The direct append tables written by one Spark job; each one's commit submitted."""
@@ -280,10 +276,14 @@ class SharedBatch:
     ) -> list[tuple[BatchProcessor, Any]]:
         """Each table's result once every future is done: outcomes reported (a held table that landed is
         released), failures held. Anything but an ``Exception`` (an interrupt) is raised."""
-        results, fatal = [], None
+        results: list[tuple[BatchProcessor, Any]] = []
+        fatal: BaseException | None = None
         for processor, future in futures:
             try:
                 result = future.result()
+            except IngestStopped as error:  # a table gave up waiting: the stop asked for, raised below
+                fatal = fatal or error
+                continue
             except Exception as error:  # noqa: BLE001 - the table is held; the others go on
                 self._hold(processor, batch_id, error)
                 continue

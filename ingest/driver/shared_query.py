@@ -166,6 +166,7 @@ def run_shared_ingest(
             starts=[{t: {int(p): o for p, o in parts.items()} for t, parts in s.items()} for s in starts],
             between_batches=gate.between_batches,
             on_batch=_on_batch(probe, monitor),
+            stopping=gate.stopping,
         )
         query = start_query(shared, spark, gate.wrap(processor), start, ending)
     except BaseException:

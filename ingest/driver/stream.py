@@ -30,7 +30,7 @@ from typing import Any
 
 from commit.catalog.base import Catalog
 from commit.exactly_once import committed_offsets, last_batch_snapshot
-from ingest.driver.batch import BatchProcessor
+from ingest.driver.batch import BatchProcessor, IngestStopped
 from ingest.driver.lag import LagMonitor, LagProbe
 from ingest.driver.metrics import IngestMetrics
 from ingest.driver.offset_accounting import PINNED_START, starting_offsets
@@ -41,10 +41,6 @@ from ingest.kafka_source.watermarks import TopicWatermarks
 from table.io import FileIO
 
 log = logging.getLogger("floe.ingest")
-
-
-class IngestStopped(RuntimeError):
-    """A batch was refused because the query is stopping; it is replayed on restart."""
 
 
 class StopGate:
@@ -68,7 +64,11 @@ class StopGate:
                 if self.stopping.is_set():
                     self.refused = True
                     raise IngestStopped(f"batch {batch_id} refused: the query is stopping")
-                process(df, batch_id)
+                try:
+                    process(df, batch_id)
+                except IngestStopped:  # given up in a wait (a raced batch's backoff): the stop asked for
+                    self.refused = True
+                    raise
 
         return run
 
@@ -251,8 +251,10 @@ def run_ingest(
         if not lag_monitor:
             probe.close()
         monitor = LagMonitor(probe, job.lag_interval_seconds) if lag_monitor else None
-        processor = BatchProcessor(job, table, catalog, metrics, on_commit=monitor.poke if monitor else lambda: None)
         gate = StopGate()
+        processor = BatchProcessor(
+            job, table, catalog, metrics, on_commit=monitor.poke if monitor else lambda: None, stopping=gate.stopping
+        )
         query = start_query(job, spark, gate.wrap(processor), start, ending)
     except BaseException:
         catalog.close()

@@ -99,7 +99,18 @@ def _stringify(value: Any) -> Any:
     return value
 
 
+def _route_value(value: Any) -> Any:
+    """A route value as records carry it in JSON text: YAML ``5`` → ``"5"``, ``true`` → ``"true"``; a float
+    stays a float, which is then refused (records' floats route nowhere)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return value
+
+
 StringList = Annotated[list[str], BeforeValidator(comma_list)]
+RouteValues = Annotated[list[Annotated[str, BeforeValidator(_route_value)]], BeforeValidator(comma_list)]
 Properties = dict[str, Annotated[str, BeforeValidator(_stringify)]]
 
 # ----------------------------------------------------------------------------- paths and names

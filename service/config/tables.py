@@ -19,7 +19,16 @@ from commit.key_index.manifest import KEY_INDEX_PROPERTY
 from ingest.skips import RecordRef, RecordRefError, parse_record_ref, record_refs
 from ingest.tasks.kafka_columns import KAFKA_SOURCES, is_kafka_source, kafka_source_problem
 from service.config.credentials import url_password_problems
-from service.config.fields import ConfigPath, Duration, Properties, Section, StringList, TopicName, comma_list
+from service.config.fields import (
+    ConfigPath,
+    Duration,
+    Properties,
+    RouteValues,
+    Section,
+    StringList,
+    TopicName,
+    comma_list,
+)
 from service.config.problems import Problem, only_used_when, raise_all, render_path, required_when, show
 from service.config.schema import Column, build_schema, has_field
 from service.config.terms import SortTerm, Term, parse_sort_term, parse_term, terms_validator
@@ -140,11 +149,11 @@ class RouteConfig(Section):
         description="Field of the record value whose value picks the table (a dotted path for a nested field; "
         "for Avro, a field of the reader schema). Every routed table of a topic routes by the same field.",
     )
-    values: StringList = Field(
+    values: RouteValues = Field(
         min_length=1,
-        description="The field's values this table takes; integers and booleans as their JSON text (`5`, `true`). "
-        "A record no routed table takes (or a tombstone, or one without the field) is a bad record of the "
-        "topic's first routed table.",
+        description="The field's values this table takes: strings, integers, booleans. Two tables may list one "
+        "value (both take the record). A record no routed table takes (or a tombstone, or one without the "
+        "field) is a bad record of the topic's first routed table.",
     )
 
 
@@ -389,6 +398,13 @@ class TableConfig(Section):
         problems = []
         if self.mode == "upsert" and not self.key:
             problems.append(("key", required_when("mode", "upsert")))
+        if self.mode == "upsert" and self.route is not None and self.op is None:
+            problems.append(
+                (
+                    "op",
+                    "required when route is set in upsert mode: without it a delete is a tombstone, which names no table",
+                )
+            )
         if self.mode != "upsert" and self.op is not None:
             problems.append(("op", only_used_when("mode", "'upsert'", self.mode)))
         for i, name in enumerate(self.key):

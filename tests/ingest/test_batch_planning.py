@@ -12,7 +12,8 @@ from prometheus_client import CollectorRegistry
 from commit.catalog.base import Catalog
 from commit.catalog.sql.catalog import SqlCatalog
 from commit.exactly_once import batch_summary
-from ingest.driver.batch import MAX_INDEX_REDOS, BatchProcessor, redo_backoff
+from ingest.driver.batch import MAX_INDEX_REDOS, BatchProcessor, IngestStopped, redo_backoff
+from ingest.driver.batch_committer import IndexRaced
 from ingest.tasks.changes import OpField
 from ingest.tasks.decode_records import DecodeSpec
 from ingest.job import (
@@ -392,3 +393,19 @@ def test_a_raced_batch_backs_off_long_enough_for_a_compaction_run_to_finish():
     waits = [redo_backoff(redo) for redo in range(MAX_INDEX_REDOS)]
     assert all(0.125 <= w <= 8.0 for w in waits), waits
     assert sum(waits) >= 20.0, "a partial-progress run of ten group commits has time to end between the writes"
+
+
+def test_a_stop_ends_a_raced_batchs_backoff_at_once(tmp_path):
+    """A raced batch waiting to be written again gives up when the query stops: it is replayed on restart."""
+    import threading
+    import time
+
+    stopping = threading.Event()
+    job = _job()
+    with SqlCatalog(f"sqlite:///{tmp_path}/c.db", str(tmp_path / "wh"), "t") as catalog:
+        processor = BatchProcessor(job, job.table, catalog, IngestMetrics(CollectorRegistry()), stopping=stopping)
+        stopping.set()
+        began = time.monotonic()
+        with pytest.raises(IngestStopped, match="batch 7 given up"):
+            processor._back_off(7, IndexRaced(RuntimeError("deletes raced a compaction")), MAX_INDEX_REDOS - 1)
+        assert time.monotonic() - began < 1.0, "the up to 8 s wait did not hold the stop"

@@ -369,9 +369,21 @@ def routed(d: dict[str, Any], *routes: tuple[str, str, list[str]]) -> None:
 
 
 def test_routed_tables_share_a_topic_without_share_topics(tmp_path: Path) -> None:
-    data = changed(lambda d: routed(d, ("db.orders", "kind", ["order"]), ("db.payments", "kind", ["pay", "5"])))
+    data = changed(lambda d: routed(d, ("db.orders", "kind", ["order"]), ("db.payments", "kind", ["pay", 5, True])))
     config = load_config(write(tmp_path, data), {})
-    assert [t.route.values for t in config.tables if t.route] == [["order"], ["pay", "5"]]
+    assert [t.route.values for t in config.tables if t.route] == [["order"], ["pay", "5", "true"]], "as JSON text"
+
+
+def test_a_routed_upsert_table_needs_an_op_field_and_a_float_is_no_route_value(tmp_path: Path) -> None:
+    def mutate(d: dict[str, Any]) -> None:
+        routed(d, ("db.orders", "kind", ["order"]), ("db.payments", "kind", [1.5]))
+        d["tables"][0].update(mode="upsert", key=["id"])
+
+    assert problems_of(changed(mutate), tmp_path) == [
+        "tables[0].op: required when route is set in upsert mode: without it a delete is a tombstone, which names "
+        "no table",
+        "tables[1].route.values[0]: expected a string, got 1.5",
+    ]
 
 
 def test_a_route_needs_values_and_listed_topics(tmp_path: Path) -> None:
