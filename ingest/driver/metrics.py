@@ -38,7 +38,7 @@ log = logging.getLogger("floe.ingest")
 BATCH_RESULTS = ("committed", "skipped", "empty", "failed")
 FILE_CONTENTS = ("data", "position_deletes", "deletion_vectors", "equality_deletes")
 """The ``content`` label: deletion vectors count once per Puffin file, whatever number of DVs it holds."""
-BAD_RECORD_REASONS = ("DecodeError", "FieldError", "ChangeError", "UnknownSchemaError")
+BAD_RECORD_REASONS = ("DecodeError", "FieldError", "ChangeError", "UnknownSchemaError", "RouteError")
 """The record error classes (:class:`ingest.tasks.record_errors.RecordError` and its subclasses): the ``reason`` label's values."""
 BATCH_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
 COMMIT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
