@@ -57,6 +57,12 @@ def route_value(record: Any, field: str) -> str | None:
         if not isinstance(value, Mapping) or part not in value:
             return None
         value = value[part]
+    return route_text(value)
+
+
+def route_text(value: Any) -> str | None:
+    """A value as routes list it: a string as it is, an integer or boolean as its JSON text (``5``, ``true``);
+    None for anything else. The configuration reads route values through it too, so both sides agree."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (str, int)):

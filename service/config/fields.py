@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, PlainSerializer, ValidationInfo
 
+from ingest.tasks.routing import route_text
 from service.config.problems import invalid, show
 
 
@@ -100,13 +101,10 @@ def _stringify(value: Any) -> Any:
 
 
 def _route_value(value: Any) -> Any:
-    """A route value as records carry it in JSON text: YAML ``5`` → ``"5"``, ``true`` → ``"true"``; a float
-    stays a float, which is then refused (records' floats route nowhere)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    return value
+    """A route value as ingest matches it (YAML ``5`` → ``"5"``, ``true`` → ``"true"``); anything else is left
+    for the string check to refuse (records' floats route nowhere)."""
+    text = route_text(value)
+    return value if text is None else text
 
 
 StringList = Annotated[list[str], BeforeValidator(comma_list)]
