@@ -23,6 +23,7 @@ from ingest.kafka_source.outage import is_outage
 
 log = logging.getLogger("floe.ingest")
 T = TypeVar("T")
+_EARLIEST, _LATEST = -2, -1  # ListOffsets' "timestamps" that ask for a partition's first and next offsets
 
 
 class TopicsNotFound(LookupError):
@@ -90,30 +91,42 @@ class TopicWatermarks:
     def _watermarks(self) -> Marks:
         from confluent_kafka import TopicPartition
 
+        partitions = [TopicPartition(t, p) for t, ps in self._topic_partitions().items() for p in ps]
+        lows = self._list_offsets(partitions, _EARLIEST)
+        highs = self._list_offsets(partitions, _LATEST)
         result: dict[str, dict[int, tuple[int, int]]] = {}
-        for topic, partitions in self._topic_partitions().items():
-            for p in partitions:
-                result.setdefault(topic, {})[p] = self._watermark(TopicPartition(topic, p))
+        for (topic, partition), low in lows.items():
+            result.setdefault(topic, {})[partition] = (low, highs[(topic, partition)])
         return result
 
-    def _watermark(self, partition: Any) -> tuple[int, int]:
-        """One partition's watermarks, riding out retriable errors within the timeout.
+    def _list_offsets(self, partitions: list[Any], which: int) -> dict[tuple[str, int], int]:
+        """Every partition's earliest or latest offset, in one ListOffsets request per leader, riding out
+        retriable errors within the timeout.
 
-        A partition whose leader is moving (just after the topic was created or
-        partitions were added, or while a broker restarts) answers "not leader"
-        for a moment; that is a retry, not a failed batch or start.
+        One request for all partitions, not one per partition, so that a probe of hundreds of topics costs
+        what a probe of one does. ``offsets_for_times`` with Kafka's "timestamps" -2 and -1 asks what
+        ``get_watermark_offsets`` asks, under the client's ``isolation.level``. A partition whose leader is
+        moving (just after the topic was created, or while a broker restarts) answers "not leader" for a
+        moment; that is a retry, not a failed batch or start.
         """
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaException, TopicPartition
 
+        if not partitions:
+            return {}
         deadline, pause = time.monotonic() + self._timeout, 0.05
         while True:
+            asked = [TopicPartition(p.topic, p.partition, which) for p in partitions]
             try:
-                return self._client().get_watermark_offsets(partition, timeout=self._timeout, cached=False)
+                answers = self._client().offsets_for_times(asked, timeout=self._timeout)
+                failed = next((a for a in answers if a.error is not None), None)
+                if failed is not None:
+                    raise KafkaException(failed.error)
+                return {(a.topic, a.partition): a.offset for a in answers}
             except KafkaException as exc:
                 error = exc.args[0]
                 if not is_outage(error) or time.monotonic() + pause > deadline:
                     raise
-                log.debug("watermarks of %s/%d: %s; retrying", partition.topic, partition.partition, error.str())
+                log.debug("watermarks of %d partitions: %s; retrying", len(partitions), error.str())
                 time.sleep(pause)
                 pause = min(pause * 2, 1.0)
 

@@ -169,3 +169,39 @@ def test_librdkafka_lines_of_a_tasks_consumer_are_floes_log_lines_not_raw_stderr
     refused = [line for line in capfd.readouterr().err.splitlines() if "refused" in line]
     assert all(line.startswith("{") and json.loads(line)["logger"] == "floe.librdkafka" for line in refused), \
         f"on stderr only as Floe's log lines (a worker configures Floe's format for them), never raw: {refused}"
+
+
+def test_watermarks_of_many_partitions_in_one_request_match_each_partitions_own(kafka_bootstrap, new_topic):
+    """One ListOffsets request for every partition gives what asking each partition does: the log start
+    after deleted records, and under read_committed the last stable offset below an open transaction."""
+    from confluent_kafka.admin import AdminClient
+
+    from ingest.kafka_source.watermarks import TopicWatermarks
+
+    topic, other = new_topic("src-marks", partitions=3), new_topic("src-marks-b", partitions=1)
+    _produce(kafka_bootstrap, topic, [b"a%d" % i for i in range(7)], partition=0)
+    _produce(kafka_bootstrap, topic, [b"b%d" % i for i in range(3)], partition=2)
+    _produce(kafka_bootstrap, other, [b"c%d" % i for i in range(5)])
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.delete_records([TopicPartition(topic, 0, 4)])[TopicPartition(topic, 0, 4)].result(30)
+    open_tx = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": f"floe-test-{other}"})
+    open_tx.init_transactions(30)
+    open_tx.begin_transaction()
+    open_tx.produce(other, value=b"open", partition=0)
+    assert open_tx.flush(30) == 0
+    try:
+        for isolation, other_high in (("read_committed", 5), ("read_uncommitted", 6)):
+            client = {"bootstrap.servers": kafka_bootstrap, "isolation.level": isolation}
+            probe = TopicWatermarks(client, (topic, other), None)
+            own = Consumer({**client, "group.id": "floe-test-marks"})
+            try:
+                marks = probe.watermarks()
+                each = {t: {p: own.get_watermark_offsets(TopicPartition(t, p), timeout=30, cached=False)
+                            for p in marks[t]} for t in (topic, other)}
+            finally:
+                probe.close()
+                own.close()
+            assert marks == each, isolation
+            assert marks == {topic: {0: (4, 7), 1: (0, 0), 2: (0, 3)}, other: {0: (0, other_high)}}, isolation
+    finally:
+        open_tx.abort_transaction(30)
