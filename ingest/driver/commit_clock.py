@@ -15,50 +15,69 @@ next one; the due timer (:class:`ingest.driver.shared_batch.SharedBatch`) asks
 
 from __future__ import annotations
 
+import bisect
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 
 class CommitClock:
     """Per table: its commit interval (seconds; none: every batch), when it last committed, and the
-    last batch it waited through. Thread-safe: batches and the due timer both ask."""
+    last batch it waited through. Thread-safe: batches and the due timer both ask.
 
-    def __init__(self, intervals: Mapping[str, float | None], last_commits: Mapping[str, float]) -> None:
+    Tables land together, so that many tables cost one Spark job per interval rather than one each:
+    every table a batch lands gets one landing time, so tables that landed together are due together;
+    and a table due within ``grace`` seconds before another waits for it (it lands at most ``grace``
+    late, never early), which merges groups that are due close together (those the first batches made).
+    """
+
+    def __init__(
+        self, intervals: Mapping[str, float | None], last_commits: Mapping[str, float], grace: float = 0.0
+    ) -> None:
         self._intervals = {t: i for t, i in intervals.items() if i is not None}
         self._last = dict(last_commits)
+        self._grace = grace
         self._waiting: dict[str, int] = {}  # table -> the last batch id it waited through
         self._lock = threading.Lock()
 
     def waits(self, table: str, now: float) -> bool:
-        """Whether ``table`` sits this batch out: it has an interval, and its last commit is younger."""
-        interval = self._intervals.get(table)
-        if interval is None:
-            return False
+        """Whether ``table`` sits this batch out: it has an interval, and it is not ready yet."""
+        return table in self.sitting_out([table], now)
+
+    def sitting_out(self, tables: Iterable[str], now: float) -> set[str]:
+        """Those of ``tables`` that sit a batch at ``now`` out."""
         with self._lock:
-            return now - self._last.get(table, float("-inf")) < interval
+            ready = self._ready_at()
+        return {t for t in tables if now < ready.get(t, float("-inf"))}
 
     def waited(self, table: str, batch_id: int) -> None:
         """``table`` sat batch ``batch_id`` out: records wait for it."""
         with self._lock:
             self._waiting[table] = batch_id
 
-    def landed(self, table: str, at: float) -> None:
-        """``table`` committed (or had nothing left to land) at ``at``: nothing waits for it."""
+    def landed(self, tables: Iterable[str], at: float) -> None:
+        """``tables`` committed (or had nothing left to land) by ``at``: nothing waits for them."""
         with self._lock:
-            self._last[table] = at
-            self._waiting.pop(table, None)
+            for table in tables:
+                self._last[table] = at
+                self._waiting.pop(table, None)
 
     def next_due(self) -> tuple[float, int, list[str]] | None:
-        """When the earliest waiting table is due, the batch id its records were planned in, and every
+        """When the earliest waiting table is ready, the batch id its records were planned in, and every
         table waiting then; None when none waits."""
         with self._lock:
             if not self._waiting:
                 return None
-            due = {t: self._last.get(t, 0.0) + self._intervals[t] for t in self._waiting}
-            first = min(due.values())
-            tables = sorted(t for t, at in due.items() if at <= first)
+            ready = self._ready_at()
+            first = min(ready[t] for t in self._waiting)
+            tables = sorted(t for t in self._waiting if ready[t] <= first)
             return first, max(self._waiting[t] for t in tables), tables
 
     def waiting(self, table: str) -> bool:
         with self._lock:
             return table in self._waiting
+
+    def _ready_at(self) -> dict[str, float]:
+        """Each table with an interval: when it may land, the latest due time within ``grace`` of its own."""
+        due = {t: self._last.get(t, float("-inf")) + i for t, i in self._intervals.items()}
+        times = sorted(due.values())
+        return {t: times[bisect.bisect_right(times, at + self._grace) - 1] for t, at in due.items()}

@@ -111,9 +111,11 @@ class SharedBatch:
         self._clock = CommitClock(
             {job.table.identifier: None if back_fill else job.commit_interval_seconds for job in shared.jobs},
             last_commits or {},
+            grace=shared.trigger.processing_time_seconds,  # a table lands at most one trigger late, with others
         )
         self._lock = threading.Lock()  # a batch and a due commit never overlap
         self._holds = TableHolds()
+        self._readers: dict[str, list[BatchProcessor]] = {}  # topic -> the tables reading it
         self._metrics = metrics
         self._failure: BaseException | None = None
         self._spark: Any = None
@@ -143,10 +145,10 @@ class SharedBatch:
             self._spark, self._last_batch = df.sparkSession, batch_id
             started, now = time.monotonic(), time.time()
             due = []
-            for processor in self._tables_of(batch_id):
-                if self._holds.waits(processor.table.identifier):
-                    continue  # held: its records wait in Kafka until its next try
-                if self._clock.waits(processor.table.identifier, now):
+            moved = [p for p in self._tables_of(batch_id) if not self._holds.waits(p.table.identifier)]
+            sitting_out = self._clock.sitting_out((p.table.identifier for p in moved), now)
+            for processor in moved:  # a held table is left out: its records wait in Kafka until its next try
+                if processor.table.identifier in sitting_out:
                     self._clock.waited(processor.table.identifier, batch_id)
                 else:
                     due.append(processor)
@@ -157,12 +159,11 @@ class SharedBatch:
     def _land(self, df: Any, batch_id: int, tables: list[BatchProcessor], started: float) -> None:
         """Write and commit ``tables``' shares of the batch (``df`` None: a due commit, from floors only)."""
         prepared = self._prepare(tables, batch_id, started)
-        for replayed in set(tables) - {p for p, _ in prepared}:  # it committed this batch before: nothing waits
-            self._clock.landed(replayed.table.identifier, time.time())
+        replayed = set(tables) - {p for p, _ in prepared}  # each committed this batch before: nothing waits
+        self._clock.landed((p.table.identifier for p in replayed), time.time())
         df = self._reaching_back(df, batch_id, prepared)
         if df is None:
-            for processor, _ in prepared:
-                self._clock.landed(processor.table.identifier, time.time())
+            self._clock.landed((p.table.identifier for p, _ in prepared), time.time())
             return
         fan_out = [(p, b) for p, b in prepared if isinstance(b.plan, DirectAppend)]
         own = [(p, b) for p, b in prepared if not isinstance(b.plan, DirectAppend)]
@@ -187,14 +188,15 @@ class SharedBatch:
         """The due timer: land the records that wait for ``tables`` now, without a batch (a quiet stream), and
         try held tables again. A failure outside any table is kept, and ends the query (:attr:`failure`)."""
         with self._lock:
-            now, retry = time.time(), set(self._holds.due())
+            retry = set(self._holds.due())
+            sitting_out = self._clock.sitting_out(tables, time.time())
             due = [
                 p
                 for p in self._processors
                 if p.table.identifier in tables
                 and (
                     p.table.identifier in retry
-                    or (self._clock.waiting(p.table.identifier) and not self._clock.waits(p.table.identifier, now))
+                    or (self._clock.waiting(p.table.identifier) and p.table.identifier not in sitting_out)
                 )
             ]
             if not due or self._failure is not None or self._spark is None:
@@ -232,8 +234,19 @@ class SharedBatch:
         ends = self._offset_log.planned_ends(batch_id)
         if not ends:
             return list(self._processors)
-        moved = _moved_topics(self._offset_log.planned_starts(batch_id), ends)
-        return [p for p in self._processors if any(p.ranges is not None and p.ranges.reads(t) for t in moved)]
+        moved = set()
+        for topic in _moved_topics(self._offset_log.planned_starts(batch_id), ends):
+            moved.update(self._readers_of(topic))
+        return [p for p in self._processors if p in moved]
+
+    def _readers_of(self, topic: str) -> list[BatchProcessor]:
+        """The tables that read ``topic``, worked out once per topic: a batch asks per moved topic, not per
+        table and topic."""
+        readers = self._readers.get(topic)
+        if readers is None:
+            readers = [p for p in self._processors if p.ranges is not None and p.ranges.reads(topic)]
+            self._readers[topic] = readers
+        return readers
 
     def _prepare(self, tables: list[BatchProcessor], batch_id: int, started: float) -> list[Prepared]:
         """Each table prepared, in parallel; replays are reported and drop out."""
@@ -267,8 +280,8 @@ class SharedBatch:
     def _finish(self, futures: list[tuple[BatchProcessor, Future[BatchOutcome]]], batch_id: int) -> None:
         """Report every table's outcome; the tables that failed are held."""
         results = self._results(futures, batch_id)
-        for processor, _ in results:
-            self._clock.landed(processor.table.identifier, time.time())
+        # one landing time for all: tables that land together stay due together (one Spark job per interval)
+        self._clock.landed((p.table.identifier for p, _ in results), time.time())
         self._on_batch([p.table.identifier for p, outcome in results if outcome.result == "committed"])
 
     def _results(

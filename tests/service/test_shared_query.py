@@ -128,9 +128,24 @@ def test_a_table_with_an_interval_waits_until_due_then_lands_what_waited():
     clock.waited("db.slow", 7)
     clock.waited("db.slow", 8)
     assert clock.next_due() == (1_030.0, 8, ["db.slow"]), "due 30 s after its last commit, up to the last batch"
-    clock.landed("db.slow", 1_031.0)
+    clock.landed(["db.slow"], 1_031.0)
     assert clock.next_due() is None and not clock.waiting("db.slow")
     assert not CommitClock({"db.new": 30.0}, {}).waits("db.new", 0.0), "a table that never committed is due"
+
+
+def test_tables_due_close_together_land_together_never_early():
+    """A table due within the grace before another waits for it, so the two land in one Spark job; once
+    landed together they stay together. None lands before its interval is up."""
+    clock = CommitClock({"db.a": 30.0, "db.b": 30.0, "db.c": 30.0}, {"db.a": 1_000.0, "db.b": 1_003.0,
+                                                                      "db.c": 1_020.0}, grace=5.0)
+    assert clock.sitting_out(["db.a", "db.b", "db.c"], 1_030.0) == {"db.a", "db.b", "db.c"}, "a waits for b"
+    assert clock.sitting_out(["db.a", "db.b", "db.c"], 1_033.0) == {"db.c"}, "a lands 3 s late, with b"
+    for table in ("db.a", "db.b", "db.c"):
+        clock.waited(table, 4)
+    assert clock.next_due() == (1_033.0, 4, ["db.a", "db.b"]), "the due timer lands a and b at once"
+    clock.landed(["db.a", "db.b"], 1_034.0)
+    assert not clock.waits("db.a", 1_064.0) and clock.waits("db.a", 1_063.9), "one landing time: due together"
+    assert clock.next_due() == (1_050.0, 4, ["db.c"]), "c is due more than the grace from the others"
 
 
 def test_ranges_reach_back_to_the_lowest_floor_behind_the_batch():
