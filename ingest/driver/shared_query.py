@@ -14,8 +14,11 @@ skips what it holds already: each table lands only records at or past its own
 committed offsets (:mod:`ingest.kafka_source.table_ranges`).
 
 :class:`SharedLagProbe` is the lag probe of all the tables: one Kafka client,
-one watermark request per refresh; after a batch it refreshes only the tables
-the batch committed, and all of them every ``lag_interval_seconds``.
+one watermark request per refresh, every ``lag_interval_seconds`` and after each
+batch. What each table holds is read from the catalog once, then again only
+after the table commits (and every :attr:`SharedLagProbe.RELOAD_EVERY_S`, for
+what changed it from outside Floe): a table that commits nothing costs a
+refresh no catalog call.
 """
 
 from __future__ import annotations
@@ -24,14 +27,14 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from commit.catalog.base import Catalog
 from commit.exactly_once import committed_offsets, last_batch_snapshot
 from ingest.driver.lag import KafkaUnreachable, LagMonitor, TableLagFailed
 from ingest.driver.metrics import IngestMetrics
-from ingest.driver.offset_accounting import committed_timestamps, consumer_lag, starting_offsets
+from ingest.driver.offset_accounting import PerPartition, committed_timestamps, consumer_lag, starting_offsets
 from ingest.driver.shared_batch import SharedBatch
 from ingest.driver.stream import IngestQuery, StopGate, available_now_end, pinned_starting_offsets, start_query
 from ingest.driver.table_setup import ensure_table
@@ -48,6 +51,7 @@ class SharedLagProbe:
     """Lag, freshness and ``kafka_up`` of every table of a shared query, from one Kafka client."""
 
     table = "every table of the shared query"  # what LagMonitor's lines name
+    RELOAD_EVERY_S = 600.0  # a table no batch committed is read again from the catalog this often
 
     def __init__(self, shared: SharedIngestJob, catalog: Catalog, metrics: IngestMetrics, timeout_s: float = 10.0):
         source = shared.source
@@ -59,9 +63,11 @@ class SharedLagProbe:
         self._listed = {job.table.identifier: job.source.topics for job in shared.jobs}
         self._catalog = catalog
         self._metrics = metrics
-        self._full_every_s = shared.lag_interval_seconds
+        self._full_every_s = max(self.RELOAD_EVERY_S, shared.lag_interval_seconds)
         self._last_full = -float("inf")
         self._dirty: set[str] = set()
+        self._held: dict[str, tuple[PerPartition, PerPartition]] = {}  # table -> its committed offsets, timestamps
+        self._readers: dict[str, list[str]] = {}  # topic -> the tables reading it
         self._lock = threading.Lock()
 
     @property
@@ -81,13 +87,14 @@ class SharedLagProbe:
             raise TopicsNotFound(f"kafka {self._bootstrap}: topics not found: {', '.join(missing)}")
 
     def committed(self, tables: Sequence[str]) -> None:
-        """Tables a batch committed: the next refresh looks at them."""
+        """Tables a batch committed: the next refresh reads them from the catalog again."""
         with self._lock:
             self._dirty.update(tables)
 
     def refresh(self) -> None:
-        """Kafka first (``kafka_up``), then the tables due: all every interval, else those that committed.
-        A table that cannot be read does not keep the others from being refreshed; the first error is raised."""
+        """Kafka first (``kafka_up``), then every table's gauges, from what it holds: read again from the
+        catalog for the tables that committed (all, every :attr:`RELOAD_EVERY_S`). A table that cannot be
+        read does not keep the others from being refreshed; the first error is raised."""
         from confluent_kafka import KafkaException
 
         try:
@@ -97,9 +104,12 @@ class SharedLagProbe:
         first: Exception | None = None
         for table in self._due():
             try:
-                self._refresh_table(table, marks)
+                self._reload(table)
             except Exception as error:  # noqa: BLE001 - raised below, after the other tables
                 first = first or TableLagFailed(table, error)
+        now, mine = time.time(), self._marks_by_table(marks)
+        for table, held in list(self._held.items()):
+            self._set_gauges(table, mine.get(table, {}), held, now)
         if first is not None:
             raise first
 
@@ -112,13 +122,27 @@ class SharedLagProbe:
             due, self._dirty = sorted(self._dirty), set()
             return due
 
-    def _refresh_table(self, table: str, marks: Marks) -> None:
-        ranges = self._tables[table]
-        self._metrics.set_kafka_up(table, True)
+    def _reload(self, table: str) -> None:
         metadata = self._catalog.load_table(table).metadata
-        lag = consumer_lag({t: m for t, m in marks.items() if ranges.reads(t)}, committed_offsets(metadata))
+        self._held[table] = (committed_offsets(metadata), committed_timestamps(metadata))
+
+    def _marks_by_table(self, marks: Marks) -> dict[str, dict[str, Mapping[int, tuple[int, int]]]]:
+        """Each table's share of ``marks``: the topics it reads (which tables read a topic is worked out once
+        per topic, so that a refresh costs the topics plus the tables, not their product)."""
+        mine: dict[str, dict[str, Mapping[int, tuple[int, int]]]] = {}
+        for topic, parts in marks.items():
+            readers = self._readers.get(topic)
+            if readers is None:
+                readers = self._readers[topic] = [t for t, ranges in self._tables.items() if ranges.reads(topic)]
+            for table in readers:
+                mine.setdefault(table, {})[topic] = parts
+        return mine
+
+    def _set_gauges(self, table: str, marks: Marks, held: tuple[PerPartition, PerPartition], now: float) -> None:
+        self._metrics.set_kafka_up(table, True)
+        lag = consumer_lag(marks, held[0])
         self._metrics.set_lag(table, lag)
-        self._metrics.set_freshness(table, committed_timestamps(metadata), time.time(), lag)
+        self._metrics.set_freshness(table, held[1], now, lag)
 
     def mark_unreachable(self) -> None:
         for table in self._tables:
