@@ -329,6 +329,24 @@ def test_swap_from_stale_location_conflicts(catalog: Catalog, simple_schema: Sch
     assert catalog.load_pointer("db.t") == TablePointer("/w/winner.metadata.json", first)
 
 
+def test_a_metadata_file_is_read_once_while_the_pointer_stays_and_again_once_another_writer_moves_it(
+    catalog_uri: str, warehouse: Path, simple_schema: Schema
+) -> None:
+    from table.metadata_json import write_table_metadata
+
+    with SqlCatalog(catalog_uri, str(warehouse)) as mine, SqlCatalog(catalog_uri, str(warehouse)) as other:
+        mine.create_namespace("db")
+        created = mine.create_table("db.t", simple_schema)
+        first = mine.load_table("db.t")
+        assert mine.load_table("db.t").metadata is first.metadata, "the pointer did not move: no file read again"
+        moved = created.metadata.with_last_updated_ms(created.metadata.last_updated_ms + 1)
+        location = str(warehouse / "db" / "t" / "metadata" / "00001-other.metadata.json")
+        write_table_metadata(created.io, location, moved)
+        other.swap_metadata_location("db.t", created.metadata_location, location)
+        again = mine.load_table("db.t")
+        assert again.metadata_location == location and again.metadata == moved, "another writer's commit is seen"
+
+
 def test_swap_on_missing_table(catalog: Catalog) -> None:
     catalog.create_namespace("db")
     with pytest.raises(NoSuchTable, match=r"'db\.t'"):

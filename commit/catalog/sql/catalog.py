@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Self
 
 from commit.catalog.base import LoadedTable, TablePointer, WrittenFiles
+from commit.catalog.metadata_cache import MetadataCache
 from commit.catalog.sql import tables as sql
 from commit.catalog.sql.database import (
     CatalogDatabase,
@@ -32,6 +33,7 @@ from commit.catalog.sql.database import (
     DuplicateKeyError,
     Session,
 )
+from commit.catalog.sql.group_commit import GroupCommit, Swap
 from commit.catalog.sql.lease import LeaseTable
 from commit.catalog.sql.uri import SQLITE
 from commit.errors import (
@@ -116,6 +118,9 @@ class SqlCatalog:
         self.name = name
         self.warehouse = warehouse.rstrip("/") or "/"
         self._db = CatalogDatabase.from_uri(uri, timeout_s=timeout_s)
+        self._loaded = MetadataCache()
+        # SQLite has one write lock and syncs on each COMMIT: swaps asked together share one transaction
+        self._group = GroupCommit(self._swap_group, _group_failure) if self._db.backend == SQLITE else None
         try:
             if create:
                 self._db.ensure_tables("create catalog tables", sql.SCHEMA_TABLES, sql.SCHEMA_COLUMNS)
@@ -302,11 +307,14 @@ class SqlCatalog:
             return self._pointer(session, ident)
 
     def load_table(self, identifier: TableIdentifierLike) -> LoadedTable:
-        """The table's current metadata location and metadata."""
-        pointer = self.load_pointer(identifier)
-        location = pointer.metadata_location
-        io = FileIO.for_location(location)
-        return LoadedTable(location, read_table_metadata(io, location), io)
+        """The table's current metadata location and metadata (its file read only once: see MetadataCache)."""
+        location = self.load_pointer(identifier).metadata_location
+        loaded = self._loaded.get(location)
+        if loaded is None:
+            io = FileIO.for_location(location)
+            loaded = LoadedTable(location, read_table_metadata(io, location), io)
+            self._loaded.put(loaded)
+        return loaded
 
     def table_exists(self, identifier: TableIdentifierLike) -> bool:
         ident = to_table_identifier(identifier)
@@ -361,6 +369,7 @@ class SqlCatalog:
     def commit(self, identifier: TableIdentifierLike, base: LoadedTable, staged: LoadedTable) -> LoadedTable:
         """Swap the staged metadata file in: :meth:`swap_metadata_location`."""
         self.swap_metadata_location(identifier, base.metadata_location, staged.metadata_location)
+        self._loaded.put(staged)  # the next load finds it without reading the file just written
         return staged
 
     def swap_metadata_location(
@@ -379,6 +388,9 @@ class SqlCatalog:
         if new_location == expected_location:
             raise InvalidArgument(f"commit to table {ident}: the new metadata location equals the expected one")
         table = str(ident)
+        if self._group is not None:
+            self._group.swap(Swap(ident, expected_location, new_location))
+            return
         try:
             with self._db.write(f"commit to table {table}") as session:
                 try:
@@ -392,6 +404,34 @@ class SqlCatalog:
                     self._raise_swap_failure(session, ident, expected_location, changed)
         except CommitOutcomeUnknownError as e:
             raise CommitStateUnknown(table, expected_location, new_location, e.reason) from e
+
+    def _swap_group(self, group: list[Swap]) -> None:
+        """Every swap of ``group`` in one write transaction (:mod:`commit.catalog.sql.group_commit`): a swap
+        that matches no row gets its own error, and the others commit. A database error while the UPDATEs run
+        rolls them all back, and :func:`_group_failure` makes it each one's unknown outcome."""
+        sent = False
+        try:
+            with self._db.write(f"commit to {len(group)} table(s)") as session:
+                for swap in group:
+                    sent = True
+                    self._swap_in(session, swap)
+        except CatalogDatabaseError as error:
+            if sent:
+                raise _SentAndFailed(error.operation, error.reason) from error
+            raise
+
+    def _swap_in(self, session: Session, swap: Swap) -> None:
+        """One swap of a group: its UPDATE, and its own error where it matched no row."""
+        ident = swap.identifier
+        params = (swap.new_location, swap.expected_location, *self._row_key(ident), swap.expected_location)
+        changed = session.execute(sql.SWAP_METADATA_LOCATION, params)
+        if changed > 1:
+            raise CatalogDatabaseError(f"commit to table {ident}", f"{changed} rows matched one primary key")
+        if changed == 0:
+            try:
+                self._raise_swap_failure(session, ident, swap.expected_location, changed)
+            except (CommitConflict, NoSuchTable) as error:
+                swap.error = error
 
     # -- helpers ---------------------------------------------------------------
 
@@ -463,6 +503,20 @@ class SqlCatalog:
         if row is None or row[0] == sql.VIEW_TYPE:
             raise NoSuchTable(str(ident), "it was dropped or never existed")
         raise CommitConflict(str(ident), expected, self._pointer(session, ident).metadata_location)
+
+
+class _SentAndFailed(CatalogDatabaseError):
+    """A group's transaction failed after its first UPDATE was sent (rolled back, or its COMMIT failed)."""
+
+
+def _group_failure(swap: Swap, error: BaseException) -> BaseException:
+    """What a swap ends with when its group's transaction failed, as a swap of its own would end: an
+    unknown outcome once anything was sent, the database's error where nothing was (it never began)."""
+    if isinstance(error, (_SentAndFailed, CommitOutcomeUnknownError)):
+        return CommitStateUnknown(str(swap.identifier), swap.expected_location, swap.new_location, error.reason)
+    if isinstance(error, CatalogDatabaseError):
+        return CatalogDatabaseError(f"commit to table {swap.identifier}", error.reason)
+    return error
 
 
 def _checked_properties(properties: Mapping[str, str], ns: Namespace) -> dict[str, str]:
