@@ -263,10 +263,11 @@ class KafkaConfig(Section):
         "allocation scales by).",
     )
     reader: Literal["spark", "python"] = Field(
-        "spark",
-        description="What reads the topics: `spark`, Spark's Kafka source, or `python`, Floe's own source, whose "
-        "tasks read, decode and write the records without passing them through the JVM (librdkafka settings "
-        'from `security`; `read_committed`). See docs/ingest-design.md, "Floe\'s Kafka source".',
+        "python",
+        description="What reads the topics: `python`, Floe's own source, whose tasks read, decode and write the "
+        "records without passing them through the JVM (librdkafka settings from `security`; `read_committed`), "
+        "and which a shared query (`ingest.query: shared`) needs; or `spark`, Spark's Kafka source. "
+        'See docs/ingest-design.md, "Floe\'s Kafka source".',
     )
 
     @model_validator(mode="after")

@@ -412,7 +412,7 @@ def test_cross_section_rules(tmp_path: Path) -> None:
         d["compaction"] = {"interval": "10m", "jitter": "10m"}
         d["http"] = {"ingest_port": 9000, "compact_port": 9000}
         d["kafka"].update(starting_offsets={"other": {"0": 5}}, min_offsets_per_trigger=10, max_offsets_per_trigger=5,
-                          max_tasks_per_batch=2)
+                          max_tasks_per_batch=2, reader="spark")
 
     assert problems_of(changed(mutate), tmp_path) == [
         "compaction.jitter: must be shorter than interval (10m), got '10m'",
