@@ -71,6 +71,11 @@ def create_topics(bootstrap: str, names: list[str]) -> None:
         futures = admin.create_topics([NewTopic(n, num_partitions=1, replication_factor=1) for n in chunk])
         for future in futures.values():
             future.result(timeout=60)
+    deadline = time.monotonic() + 60
+    while not set(names) <= set(admin.list_topics(timeout=30).topics):  # created is not yet listed everywhere
+        if time.monotonic() > deadline:
+            raise SystemExit(f"topics not listed 60 s after their creation: {len(names)} asked")
+        time.sleep(0.2)
 
 
 class PacedProducer(threading.Thread):
@@ -119,14 +124,20 @@ class TreeSampler(threading.Thread):
         self.stop = threading.Event()
         self.peak_rss = 0
         self.cpu_s = 0.0
+        self.by_kind: dict[str, float] = {}  # process kind -> its CPU seconds so far
         self._lock = threading.Lock()
 
     def cpu_now(self) -> float:
         with self._lock:
             return self.cpu_s
 
+    def kinds_now(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self.by_kind)
+
     def run(self) -> None:
         seen: dict[int, float] = {}  # pid -> its latest CPU seconds (ended processes keep their last)
+        kinds: dict[int, str] = {}
         while not self.stop.wait(self._every):
             rss = 0
             for pid in self._members():
@@ -135,9 +146,13 @@ class TreeSampler(threading.Thread):
                     continue
                 cpu, pages = stat
                 seen[pid] = cpu
+                kinds.setdefault(pid, _kind(pid))
                 rss += pages * PAGE
             with self._lock:
                 self.cpu_s = sum(seen.values())
+                self.by_kind = {}
+                for pid, cpu in seen.items():
+                    self.by_kind[kinds[pid]] = self.by_kind.get(kinds[pid], 0.0) + cpu
             self.peak_rss = max(self.peak_rss, rss)
 
     def _members(self) -> list[int]:
@@ -150,6 +165,19 @@ class TreeSampler(threading.Thread):
                 except ProcessLookupError:
                     continue
         return members
+
+
+def _kind(pid: int) -> str:
+    """Which part of ``floe ingest`` a process is: the Spark JVM, the driver, or Python workers."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (FileNotFoundError, ProcessLookupError):
+        return "other"
+    if argv and argv[0].endswith(b"java"):
+        return "jvm"
+    if b"service.cli" in argv:
+        return "driver"
+    return "workers" if any(a.startswith(b"pyspark") for a in argv) else "other"
 
 
 def _stat(pid: int) -> tuple[float, int] | None:
@@ -210,9 +238,9 @@ def one_row(bootstrap: str, n: int, mode: str, args: argparse.Namespace, root: P
     producer = PacedProducer(bootstrap, topics, args.rate)
     producer.start()
     time.sleep(args.warm_up)
-    window_start, cpu_start = time.time(), sampler.cpu_now()
+    window_start, cpu_start, kinds_start = time.time(), sampler.cpu_now(), sampler.kinds_now()
     time.sleep(args.seconds)
-    window_end, cpu_end = time.time(), sampler.cpu_now()
+    window_end, cpu_end, kinds_end = time.time(), sampler.cpu_now(), sampler.kinds_now()
     producer.stop.set()
     producer.join()
     settle = _seconds(args.commit_interval or "0s") + _seconds(args.trigger) * 2 + 5
@@ -228,6 +256,10 @@ def one_row(bootstrap: str, n: int, mode: str, args: argparse.Namespace, root: P
         "tables": n,
         "cpu_us_per_record": (cpu_end - cpu_start) / max(produced, 1) * 1e6,
         "cpu_cores": (cpu_end - cpu_start) / (window_end - window_start),
+        "cpu_cores_by_process": {
+            kind: round((cpu - kinds_start.get(kind, 0.0)) / (window_end - window_start), 3)
+            for kind, cpu in sorted(kinds_end.items())
+        },
         "peak_rss_gb": sampler.peak_rss / 1e9,
         "start_up_s": start_up,
         "snapshots_per_table_min": snapshots,
@@ -281,12 +313,14 @@ def main() -> None:
     parser.add_argument("--warm-up", type=float, default=20)
     parser.add_argument("--per-table-max", type=int, default=30)
     parser.add_argument("--commit-interval", default=None, help="tables[].commit_interval of the shared rows")
+    parser.add_argument("--keep", type=Path, default=None, help="keep each row's floe.yaml, log and tables here")
     args = parser.parse_args()
     counts = [int(c) for c in args.tables.split(",")]
     modes = args.modes.split(",")
     rows = []
     with tempfile.TemporaryDirectory(prefix="floe-many-tables-") as tmp:
-        root = Path(tmp)
+        root = Path(tmp) if args.keep is None else args.keep
+        root.mkdir(parents=True, exist_ok=True)
         with LocalKafka(root / "kafka", heap="1g") as kafka:
             assert kafka.bootstrap is not None
             for mode in modes:
