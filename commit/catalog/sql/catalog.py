@@ -308,12 +308,13 @@ class SqlCatalog:
 
     def load_table(self, identifier: TableIdentifierLike) -> LoadedTable:
         """The table's current metadata location and metadata (its file read only once: see MetadataCache)."""
-        location = self.load_pointer(identifier).metadata_location
-        loaded = self._loaded.get(location)
+        table = str(to_table_identifier(identifier))
+        location = self.load_pointer(table).metadata_location
+        loaded = self._loaded.get(table, location)
         if loaded is None:
             io = FileIO.for_location(location)
             loaded = LoadedTable(location, read_table_metadata(io, location), io)
-            self._loaded.put(loaded)
+            self._loaded.put(table, loaded)
         return loaded
 
     def table_exists(self, identifier: TableIdentifierLike) -> bool:
@@ -369,7 +370,7 @@ class SqlCatalog:
     def commit(self, identifier: TableIdentifierLike, base: LoadedTable, staged: LoadedTable) -> LoadedTable:
         """Swap the staged metadata file in: :meth:`swap_metadata_location`."""
         self.swap_metadata_location(identifier, base.metadata_location, staged.metadata_location)
-        self._loaded.put(staged)  # the next load finds it without reading the file just written
+        self._loaded.put(str(to_table_identifier(identifier)), staged)  # found without reading it back
         return staged
 
     def swap_metadata_location(
