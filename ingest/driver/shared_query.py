@@ -94,7 +94,8 @@ class SharedLagProbe:
     def refresh(self) -> None:
         """Kafka first (``kafka_up``), then every table's gauges, from what it holds: read again from the
         catalog for the tables that committed (all, every :attr:`RELOAD_EVERY_S`). A table that cannot be
-        read does not keep the others from being refreshed; the first error is raised."""
+        read does not keep the others from being refreshed, and is tried again at the next refresh; the first
+        error is raised."""
         from confluent_kafka import KafkaException
 
         try:
@@ -107,9 +108,13 @@ class SharedLagProbe:
                 self._reload(table)
             except Exception as error:  # noqa: BLE001 - raised below, after the other tables
                 first = first or TableLagFailed(table, error)
+                self.committed([table])  # not read: tried again next time
         now, mine = time.time(), self._marks_by_table(marks)
-        for table, held in list(self._held.items()):
-            self._set_gauges(table, mine.get(table, {}), held, now)
+        for table in self._tables:
+            self._metrics.set_kafka_up(table, True)
+            held = self._held.get(table)
+            if held is not None:
+                self._set_gauges(table, mine.get(table, {}), held, now)
         if first is not None:
             raise first
 
@@ -139,7 +144,6 @@ class SharedLagProbe:
         return mine
 
     def _set_gauges(self, table: str, marks: Marks, held: tuple[PerPartition, PerPartition], now: float) -> None:
-        self._metrics.set_kafka_up(table, True)
         lag = consumer_lag(marks, held[0])
         self._metrics.set_lag(table, lag)
         self._metrics.set_freshness(table, held[1], now, lag)

@@ -428,10 +428,10 @@ class SqlCatalog:
         changed = session.execute(sql.SWAP_METADATA_LOCATION, params)
         if changed > 1:
             raise CatalogDatabaseError(f"commit to table {ident}", f"{changed} rows matched one primary key")
-        if changed == 0:
+        if changed == 0:  # nothing changed for this table: its error is its own, and the others go on
             try:
                 self._raise_swap_failure(session, ident, swap.expected_location, changed)
-            except (CommitConflict, NoSuchTable) as error:
+            except (CommitConflict, NoSuchTable, CatalogDatabaseError) as error:
                 swap.error = error
 
     # -- helpers ---------------------------------------------------------------

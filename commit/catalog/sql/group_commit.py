@@ -68,6 +68,7 @@ class GroupCommit:
         except BaseException as error:  # noqa: BLE001 - every swap of the group carries it, and raises it
             for swap in group:
                 if swap.error is None:
+                    swap.error = error  # never left without one: no error means committed
                     swap.error = self._failed(swap, error)
         finally:
             for swap in group:
