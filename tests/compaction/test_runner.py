@@ -204,8 +204,9 @@ def test_one_shot_runs_every_table_and_survives_a_broken_one(sqlite_catalog: Cat
         tables.append(CompactionTable(base.catalog, base.identifier, base.io))
         tables[-1].append_files(6, 10)
     sqlite_catalog.drop_table("db.two")  # its run is skipped: ingest has not created it (again)
-    broken = sqlite_catalog.load_table("db.three").metadata_location
-    Path(broken.removeprefix("file://")).unlink()  # its runner raises: its metadata file is gone
+    current = sqlite_catalog.load_table("db.three").metadata_location
+    missing = current.replace(".metadata.json", "-gone.metadata.json")
+    sqlite_catalog.swap_metadata_location("db.three", current, missing)  # its runner raises: its metadata is gone
 
     outcomes = run_once([runner(t, metrics) for t in tables])
 
