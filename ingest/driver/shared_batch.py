@@ -186,8 +186,12 @@ class SharedBatch:
 
     def _land_due(self, batch_id: int, tables: Sequence[str]) -> None:
         """The due timer: land the records that wait for ``tables`` now, without a batch (a quiet stream), and
-        try held tables again. A failure outside any table is kept, and ends the query (:attr:`failure`)."""
+        try held tables again. A failure outside any table is kept, and ends the query (:attr:`failure`).
+        The records land up to the end of the latest batch: a batch may have run while the timer waited for
+        the query's slot, and a held table sat it out, so its share would otherwise wait for a batch that a
+        quiet stream never brings."""
         with self._lock:
+            batch_id = max(batch_id, self._last_batch)
             retry = set(self._holds.due())
             sitting_out = self._clock.sitting_out(tables, time.time())
             due = [
