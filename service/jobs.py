@@ -8,12 +8,17 @@ one asks for with the table in the catalog, so both map the configuration here.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from ingest.driver.writer_schemas.avro_types import UnmappableAvro
+from ingest.driver.writer_schemas.fold import WriterSchemaRefused
+from ingest.driver.writer_schemas.subject import reader_schema_columns, start_fold, with_versions
 from ingest.job import (
     CatalogSpec,
     IngestJob,
@@ -27,11 +32,14 @@ from ingest.job import (
 from ingest.skips import RecordRef, RecordRefError, parse_record_ref, record_refs
 from ingest.tasks.changes import OpField
 from ingest.tasks.decode_records import DecodeSpec
-from ingest.tasks.decoding import AvroFormat, ConfluentAvroFormat, Format, JsonFormat
+from ingest.tasks.decoding import AvroFormat, ConfluentAvroFormat, Format, JsonFormat, RegistryUnavailableError
 from ingest.tasks.routing import RouteSpec, TopicRoute
 from service.config import ConfigError, FloeConfig, TableConfig
 from service.config.kafka import KafkaConfig
 from service.config.tables import FormatConfig
+from table.schema import Schema
+
+log = logging.getLogger(__name__)
 
 GRACE_SECONDS = 90.0
 """How long a stop waits for the running batch: under Kubernetes' 120 s termination grace period."""
@@ -182,15 +190,14 @@ def table_spec(table: TableConfig, skip: Sequence[RecordRef] = (), route: RouteS
 
 
 def decode_spec(table: TableConfig, skip: Sequence[RecordRef] = (), route: RouteSpec | None = None) -> DecodeSpec:
+    fmt = value_format(table.format)
     schema = table.iceberg_schema()
     if schema is None:
-        raise JobSpecError(
-            "schema", "deriving the table schema from an Avro schema is not supported yet; list the columns"
-        )
+        schema, fmt = _schema_from_avro(table, fmt)
     op = table.op
     return DecodeSpec(
         schema=schema,
-        format=value_format(table.format),
+        format=fmt,
         metadata_columns=table.metadata_columns,
         mode=table.mode,
         op_field=None
@@ -200,6 +207,43 @@ def decode_spec(table: TableConfig, skip: Sequence[RecordRef] = (), route: Route
         skip_records=table.skip_refs() + tuple(skip),
         route=route,
     )
+
+
+def _schema_from_avro(table: TableConfig, fmt: Format) -> tuple[Schema, Format]:
+    """The columns of a table that lists none: from its Avro reader schema, or its registry subject's versions."""
+    key = list(table.key)
+    try:
+        if isinstance(fmt, AvroFormat) or (isinstance(fmt, ConfluentAvroFormat) and fmt.reader_schema is not None):
+            reader = fmt.reader_schema
+            assert reader is not None
+            return reader_schema_columns(reader, key), fmt
+        if isinstance(fmt, ConfluentAvroFormat) and fmt.registry_url is not None:
+            return _schema_from_subject(table, fmt, key)
+    except (UnmappableAvro, WriterSchemaRefused) as exc:
+        raise JobSpecError("schema", str(exc)) from None
+    raise JobSpecError("schema", "list the columns: they come from Avro only with schema_file or registry_url")
+
+
+def _schema_from_subject(table: TableConfig, fmt: ConfluentAvroFormat, key: list[str]) -> tuple[Schema, Format]:
+    topics = table.source_topics
+    if table.format.subject is None and len(topics) != 1:
+        raise JobSpecError(
+            "schema",
+            f"columns from the registry need one topic or format.subject; the table reads {topics or 'a pattern'}",
+        )
+    fmt = replace(fmt, subject=table.format.subject or f"{topics[0]}-value")
+    try:
+        fold = start_fold(fmt, key)
+    except RegistryUnavailableError as exc:
+        raise JobSpecError("schema", f"the table's columns come from the registry, which failed: {exc}") from None
+    for version in fold.versions:
+        if version.refused:
+            log.warning("table %s: %s", table.identifier, version.note(), extra={"table": table.identifier})
+    if fold.folded is None:
+        raise JobSpecError(
+            "schema", f"subject {fmt.subject} has no schema the table can take yet; register one, or list the columns"
+        )
+    return fold.folded.schema, with_versions(fmt, fold)
 
 
 def value_format(fmt: FormatConfig) -> Format:

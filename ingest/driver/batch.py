@@ -29,10 +29,10 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from commit.catalog.base import Catalog
+from commit.catalog.base import Catalog, LoadedTable
 from commit.exactly_once import BatchStatus, branch_history, check_batch, committed_offsets
 from ingest.driver.batch_committer import BatchCommitter, IndexRaced
 from ingest.driver.batch_write import BatchOutcome, BatchWrite, delete_uncommitted
@@ -46,10 +46,13 @@ from ingest.driver.offset_accounting import (
     through_planned_ends,
 )
 from ingest.driver.offset_log import OffsetLog
+from ingest.driver.table_setup import evolve_table
 from ingest.driver.write_plans import BatchSource, PlanChooser, WritePlan
-from ingest.job import IngestJob, TableSpec
+from ingest.driver.writer_schemas.subject import SCHEMA_CHANGE, SubjectFollower, VersionFolded, with_versions
+from ingest.job import IngestJob, TableSpec, with_decode_schema
 from ingest.kafka_source.rows import KafkaRows
 from ingest.kafka_source.table_ranges import TableRanges
+from ingest.tasks.decoding import ConfluentAvroFormat
 from ingest.tasks.frame import reads_headers
 from ingest.tasks.output import BatchFiles
 from table.metadata import TableMetadata
@@ -141,6 +144,7 @@ class BatchProcessor:
         self.offset_log = offset_log or OffsetLog(job, table.identifier)
         self._plans = PlanChooser(table)
         self._committer = BatchCommitter(table, catalog, metrics, on_commit)
+        self._subject = SubjectFollower.of(table.decode.format, table.key_fields())
 
     def bind(self, writer_id: str) -> None:
         self._writer_id = writer_id
@@ -229,10 +233,12 @@ class BatchProcessor:
     def prepare(self, batch_id: int, started: float) -> PreparedBatch | BatchOutcome:
         """Where the table stands and how this batch is written; a replay's outcome instead, if it is one."""
         loaded = self._catalog.load_table(self._table.identifier)
-        metadata = loaded.metadata
-        replayed = self._replayed(metadata, batch_id, started)
+        replayed = self._replayed(loaded.metadata, batch_id, started)
         if replayed is not None:
             return replayed
+        if self._subject is not None:
+            loaded = self._follow_subject(loaded, self._subject)
+        metadata = loaded.metadata
         planned = self.offset_log.planned_ends(batch_id)  # before the write: a failure leaves no file behind
         if self.ranges is not None:
             planned = self.ranges.only_mine(planned)
@@ -242,6 +248,50 @@ class BatchProcessor:
         committed = committed_offsets(metadata, partitions=planned) if planned else {}
         plan = self._plans.choose(loaded, size)
         return PreparedBatch(batch_id, started, planned, committed, plan, starts, floors_of(self._start, committed))
+
+    def _follow_subject(self, loaded: LoadedTable, subject: SubjectFollower) -> LoadedTable:
+        """The table after its subject's new versions: evolved once for all of them, and the decoder told which
+        schema ids it takes. Each version is one log line; the next snapshot names what changed."""
+        versions = subject.new_versions()
+        if not versions:
+            return loaded
+        metadata = loaded.metadata
+        fold = subject.fold_into(metadata.schema(), metadata.last_column_id, versions)
+        fmt = self._table.decode.format
+        assert isinstance(fmt, ConfluentAvroFormat)
+        table = replace(self._table, decode=replace(self._table.decode, format=with_versions(fmt, fold)))
+        if fold.changed and fold.folded is not None:
+            loaded = evolve_table(self._catalog, with_decode_schema(table, fold.folded.schema), quiet=True)
+            table = with_decode_schema(table, loaded.metadata.schema())
+        known = {*fmt.schema_ids, *(i for i, _ in fmt.refused_ids)}  # folded at start-up: said then
+        for version in fold.versions:
+            if version.version.schema_id not in known:
+                self._report_version(version)
+        notes = [v.note() for v in fold.versions if v.refused or v in fold.changed]
+        if notes:
+            self._committer.pending_summary[SCHEMA_CHANGE] = "; ".join(notes)
+        self._retable(table)
+        subject.saw(versions)
+        return loaded
+
+    def _report_version(self, version: VersionFolded) -> None:
+        ident = self._table.identifier
+        extra = {"table": ident, "schema_id": version.version.schema_id}
+        if version.refused:
+            self._metrics.schema_version(ident, "refused")
+            log.warning("table %s: %s; its records go to the dead letters", ident, version.note(), extra=extra)
+        elif version.changes and version.changes != "no change":
+            self._metrics.schema_version(ident, "evolved")
+            log.info("table %s evolved for %s", ident, version.note(), extra=extra)
+        else:
+            self._metrics.schema_version(ident, "taken")
+            log.info("table %s takes %s", ident, version.note(), extra=extra)
+
+    def _retable(self, table: TableSpec) -> None:
+        """Write and commit as ``table`` from now on (its schema or its decoder changed)."""
+        self._table = table
+        self._plans = PlanChooser(table)
+        self._committer.table = table
 
     def rows_of(self, df: Any, prepared: PreparedBatch) -> KafkaRows:
         """The batch's records for this table: in a shared query, its share from its committed offsets on."""

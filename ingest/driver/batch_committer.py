@@ -50,16 +50,19 @@ class BatchCommitter:
     def __init__(
         self, table: TableSpec, catalog: Catalog, metrics: IngestMetrics, on_commit: Callable[[], None]
     ) -> None:
-        self._table = table
+        self.table = table
         self._catalog = catalog
         self._metrics = metrics
         self._on_commit = on_commit
+        self.pending_summary: dict[str, str] = {}
+        """Snapshot summary entries for the next commit only (what changed the schema before it)."""
 
     def commit(self, writer_id: str, batch_id: int, written: BatchWrite, started: float) -> BatchOutcome:
         """Commit the batch's files and account for it."""
-        ident, stats = self._table.identifier, written.stats
+        ident, stats = self.table.identifier, written.stats
         commit_started = time.monotonic()
         result = self._commit(writer_id, batch_id, written)
+        self.pending_summary = {}
         commit_s = time.monotonic() - commit_started
         duration = time.monotonic() - started
         if not result.committed:
@@ -95,7 +98,7 @@ class BatchCommitter:
         )
 
     def _commit(self, writer_id: str, batch_id: int, written: BatchWrite) -> BatchCommitResult:
-        ident, index, files = self._table.identifier, written.index, written.files
+        ident, index, files = self.table.identifier, written.index, written.files
         try:
             return commit_batch(
                 self._catalog,
@@ -105,8 +108,8 @@ class BatchCommitter:
                 written.stats.offsets,
                 files.data_files,
                 files.delete_files,
-                fast_append=self._table.mode == "append",
-                snapshot_properties=_summary(written.stats),
+                fast_append=self.table.mode == "append",
+                snapshot_properties={**_summary(written.stats), **self.pending_summary},
                 index_update=None if index is None else index_update(index.start, index.changes, ident),
                 referenced_data_files=() if index is None else index.referenced,
                 removed_delete_files=files.replaced_deletes,
@@ -124,7 +127,7 @@ class BatchCommitter:
         self, batch_id: int, written: BatchWrite, result: BatchCommitResult, duration: float, commit_s: float
     ) -> None:
         """The committed batch's metrics, the commit hook, and a warning for the records it skipped."""
-        ident, stats, index = self._table.identifier, written.stats, written.index
+        ident, stats, index = self.table.identifier, written.stats, written.index
         self._metrics.dead_lettered(ident, stats.dead_letters)
         if index is not None and result.index is not None:
             self._metrics.index_committed(

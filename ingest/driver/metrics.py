@@ -36,6 +36,7 @@ from ingest.driver.offset_accounting import PerPartition
 log = logging.getLogger("floe.ingest")
 
 BATCH_RESULTS = ("committed", "skipped", "empty", "failed")
+SCHEMA_RESULTS = ("evolved", "taken", "refused")
 FILE_CONTENTS = ("data", "position_deletes", "deletion_vectors", "equality_deletes")
 """The ``content`` label: deletion vectors count once per Puffin file, whatever number of DVs it holds."""
 BAD_RECORD_REASONS = ("DecodeError", "FieldError", "ChangeError", "UnknownSchemaError", "RouteError")
@@ -141,6 +142,14 @@ class IngestMetrics:
             registry=r,
         )
 
+        self.schema_changes = Counter(
+            "floe_ingest_schema_changes_total",
+            "Writer schema versions of the table's registry subject, by result: evolved (the table took a change), "
+            "taken (nothing to change) or refused (its records go to the dead letters)",
+            [*t, "result"],
+            registry=r,
+        )
+
     def register_table(self, table: str, last_commit_s: float | None = None) -> None:
         """Start every labelled counter of ``table`` at 0, and the last-commit gauge at the
         table's last ingest commit (so neither vanishes after a restart)."""
@@ -157,6 +166,8 @@ class IngestMetrics:
         self.table_held.labels(table).set(0)
         for result in BATCH_RESULTS:
             self.batches.labels(table, result).inc(0)
+        for result in SCHEMA_RESULTS:
+            self.schema_changes.labels(table, result).inc(0)
         for content in FILE_CONTENTS:
             self.files_written.labels(table, content).inc(0)
             self.bytes_written.labels(table, content).inc(0)
@@ -237,6 +248,10 @@ class IngestMetrics:
 
     def set_kafka_up(self, table: str, up: bool) -> None:
         self.kafka_up.labels(table).set(1 if up else 0)
+
+    def schema_version(self, table: str, result: str) -> None:
+        """One writer schema version of the table's subject: ``evolved``, ``taken`` or ``refused``."""
+        self.schema_changes.labels(table, result).inc()
 
     def set_held(self, table: str, held: bool) -> None:
         """A shared query's table held after failing (counted), or landing again."""

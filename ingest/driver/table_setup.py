@@ -152,13 +152,15 @@ def check_table(metadata: TableMetadata, table: TableSpec) -> list[Difference]:
     return differences
 
 
-def evolve_table(catalog: Catalog, table: TableSpec, *, before_commit: BeforeCommit | None = None) -> LoadedTable:
+def evolve_table(
+    catalog: Catalog, table: TableSpec, *, before_commit: BeforeCommit | None = None, quiet: bool = False
+) -> LoadedTable:
     """Commit the table's evolutions as one schema update, and the table after it.
 
     Each attempt rebuilds the update from a fresh load, so after a lost race
     it applies only what the winner did not (nothing, when another replica of
     the job evolved it the same way). ``before_commit`` is the committer's
-    hook, for tests of those races.
+    hook, for tests of those races. ``quiet``: the caller logs the change itself (a writer schema's).
     """
     applied: list[Difference] = []
 
@@ -177,6 +179,7 @@ def evolve_table(catalog: Catalog, table: TableSpec, *, before_commit: BeforeCom
             catalog, table.identifier, build, landed, what="schema change", before_commit=before_commit
         )
         is not None
+        and not quiet
     ):
         log.info(
             "evolved table %s: %s",

@@ -76,6 +76,11 @@ class FormatConfig(Section):
     schema_dir: ConfigPath | None = Field(
         None, description="For `confluent-avro` without a registry: directory of writer schemas named `<id>.avsc`."
     )
+    subject: str | None = Field(
+        None,
+        description="For `confluent-avro` with a registry and no `schema`: the subject whose versions the table's "
+        "columns follow (default `<topic>-value`, the registry's topic-name strategy).",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -107,6 +112,7 @@ class FormatConfig(Section):
             "registry_username": ("confluent-avro",),
             "registry_password": ("confluent-avro",),
             "schema_dir": ("confluent-avro",),
+            "subject": ("confluent-avro",),
         }
         for key, types_ in allowed.items():
             if getattr(self, key) is not None and self.type not in types_:
@@ -203,7 +209,8 @@ class TableConfig(Section):
     columns: list[Column] | None = Field(
         None,
         alias="schema",
-        description="Table columns; leave out to derive them from the Avro schema (`avro`, `confluent-avro`).",
+        description="Table columns; leave out to take them from the Avro reader schema (`schema_file`) or, for "
+        "`confluent-avro` with a registry, from the subject's versions, followed while ingest runs.",
     )
     partition_spec: Annotated[list[str], AfterValidator(terms_validator(parse_term))] = Field(
         default_factory=list,

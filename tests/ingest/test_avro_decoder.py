@@ -263,6 +263,20 @@ def test_without_a_reader_schema_each_datum_keeps_its_writer_schema(registry: Re
     assert decoder.decode(framed(1, V1, {"id": 1, "item": "pen"})) == {"id": 1, "item": "pen"}
 
 
+def test_a_table_following_a_subject_refuses_the_ids_it_cannot_take_and_ids_of_other_subjects(
+    registry: Registry,
+) -> None:
+    fmt = ConfluentAvroFormat(registry_url=registry.url, subject="orders-value", schema_ids=[1], refused_ids=[[2, "why"]])
+    assert (fmt.schema_ids, fmt.refused_ids) == ((1,), ((2, "why"),)), "as read back from the job's JSON"
+    decoder = ConfluentAvroDecoder(fmt)
+    assert decoder.decode(framed(1, V1, {"id": 1, "item": "pen"})) == {"id": 1, "item": "pen"}
+    with pytest.raises(DecodeError, match="^why$"):
+        decoder.decode(framed(2, V2, {"id": 2, "item": "ink", "note": "blue"}))
+    with pytest.raises(DecodeError, match="schema id 3 is not a version of subject orders-value"):
+        decoder.decode(framed(3, V1, {"id": 1, "item": "pen"}))
+    assert registry.hits == ["/schemas/ids/1"], "neither a refused id nor another subject's is looked up"
+
+
 def test_unknown_schema_id_names_the_id_and_is_looked_up_once(registry: Registry) -> None:
     decoder = ConfluentAvroDecoder(ConfluentAvroFormat(json.dumps(READER), registry_url=registry.url))
     for _ in range(3):

@@ -36,11 +36,12 @@ def test_every_documented_ingest_metric_is_exported_with_its_labels():
     metrics.set_freshness(table, {"t": {0: 1_000_000}}, now_s=3.0, lag={"t": {0: 5}})
     metrics.set_kafka_up(table, True)
     metrics.set_held(table, True)
+    metrics.schema_version(table, "refused")
     metrics.files_written.labels(table, "position_deletes").inc(0)
     metrics.index_committed(table, entries=120, size_bytes=4096, lookups=8, update_s=0.05, rebuilt=True)
     exported = {m.name: m for m in registry.collect()}
     expected = documented()
-    assert len(expected) == 22
+    assert len(expected) == 23
     for name, (kind, labels) in expected.items():
         base = name[: -len("_total")] if kind == "counter" else name
         assert base in exported, f"{name} is not exported"

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.schema_registry import SchemaRegistry
 from prometheus_client import CollectorRegistry
 
 from commit.catalog.base import Catalog
@@ -178,14 +180,65 @@ def test_avro_formats_read_schema_files_and_registry_credentials(tmp_path):
     assert directory.registry_url is None and directory.reader_schema is None
 
 
-def test_a_schema_left_to_avro_is_refused_naming_the_key(tmp_path):
-    (tmp_path / "e.avsc").write_text(json.dumps({"type": "record", "name": "E", "fields": [{"name": "id", "type": "long"}]}))
+def test_a_schema_left_to_avro_takes_the_reader_schemas_columns(tmp_path):
+    avsc = {"type": "record", "name": "E", "fields": [
+        {"name": "id", "type": "long"}, {"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+        {"name": "note", "type": ["null", "string"]}]}
+    (tmp_path / "e.avsc").write_text(json.dumps(avsc))
     raw = events_config(tmp_path, "b:9092", "a")
-    raw["tables"] = [{"identifier": "db.a", "topics": ["a"],
+    raw["tables"] = [{"identifier": "db.a", "topics": ["a"], "mode": "upsert", "key": ["id"],
+                      "format": {"type": "avro", "schema_file": str(tmp_path / "e.avsc")}}]
+    (job,) = build_jobs(parse_config(raw))
+    schema = job.table.schema()
+    assert [(f.field_id, f.name, str(f.field_type), f.required) for f in schema.fields] == [
+        (1, "id", "long", True), (2, "at", "timestamptz", True), (3, "note", "string", False)]
+    assert list(schema.identifier_field_ids) == [1]
+
+
+def test_a_schema_left_to_avro_is_refused_naming_the_key(tmp_path):
+    avsc = {"type": "record", "name": "E", "fields": [{"name": "id", "type": ["null", "long"]}]}
+    (tmp_path / "e.avsc").write_text(json.dumps(avsc))
+    raw = events_config(tmp_path, "b:9092", "a")
+    raw["tables"] = [{"identifier": "db.a", "topics": ["a"], "mode": "upsert", "key": ["id"],
                       "format": {"type": "avro", "schema_file": str(tmp_path / "e.avsc")}}]
     with pytest.raises(ConfigError) as caught:
         build_jobs(parse_config(raw))
-    assert caught.value.problems[0].startswith("tables[0].schema: ")
+    assert caught.value.problems[0].startswith("tables[0].schema: the Avro reader schema refused: column 'id' is the key")
+
+
+def test_columns_from_the_registry_follow_every_version_of_the_topics_subject(tmp_path):
+    registry = SchemaRegistry()
+    url = registry.serve()
+    try:
+        v1 = {"type": "record", "name": "E", "fields": [{"name": "id", "type": "long"}, {"name": "n", "type": "int"}]}
+        v2 = {**v1, "fields": [{"name": "id", "type": "long"}, {"name": "n", "type": "long"}]}
+        v3 = {**v1, "fields": [{"name": "id", "type": "long"}, {"name": "n", "type": "string"}]}
+        for version in (v1, v2, v3):
+            registry.register("a-value", {"schema": json.dumps(version)})
+        raw = events_config(tmp_path, "b:9092", "a")
+        raw["tables"] = [{"identifier": "db.a", "topics": ["a"], "format": {"type": "confluent-avro", "registry_url": url}}]
+        (job,) = build_jobs(parse_config(raw))
+    finally:
+        registry.close()
+    fmt = job.table.decode.format
+    assert str(job.table.schema().find_type("n")) == "long"
+    assert (fmt.subject, fmt.schema_ids) == ("a-value", (1, 2))
+    ((refused_id, reason),) = fmt.refused_ids
+    assert refused_id == 3 and reason.startswith("schema id 3 (version 3 of a-value) refused: column 'n' is long in the table")
+
+
+def test_a_subject_with_no_version_is_refused_naming_it(tmp_path):
+    registry = SchemaRegistry()
+    url = registry.serve()
+    try:
+        raw = events_config(tmp_path, "b:9092", "a")
+        raw["tables"] = [{"identifier": "db.a", "topics": ["a"], "format": {"type": "confluent-avro", "registry_url": url}}]
+        with pytest.raises(ConfigError) as caught:
+            build_jobs(parse_config(raw))
+    finally:
+        registry.close()
+    assert caught.value.problems == [
+        "tables[0].schema: subject a-value has no schema the table can take yet; register one, or list the columns"]
 
 
 def test_readiness_needs_active_queries_with_recent_commits():

@@ -118,15 +118,24 @@ class ConfluentAvroFormat:
     """Confluent-framed Avro; writer schemas from ``registry_url`` or ``schema_dir``.
 
     ``reader_schema`` (JSON text) is what every writer schema is resolved to;
-    None reads each datum with its own writer schema.
+    None reads each datum with its own writer schema. A table whose columns
+    follow a registry ``subject`` takes the writer schemas ``schema_ids`` and
+    refuses those in ``refused_ids`` (id, reason): their records, and those of
+    any other id, are dead letters naming why.
     """
 
     reader_schema: str | None = None
     registry_url: str | None = None
     schema_dir: str | None = None
     registry_timeout: float = 10.0
+    subject: str | None = None
+    schema_ids: tuple[int, ...] = ()
+    refused_ids: tuple[tuple[int, str], ...] = ()
 
     def __post_init__(self) -> None:
+        # JSON (the job file) gives lists back
+        object.__setattr__(self, "schema_ids", tuple(self.schema_ids))
+        object.__setattr__(self, "refused_ids", tuple((int(i), str(r)) for i, r in self.refused_ids))
         if (self.registry_url is None) == (self.schema_dir is None):
             raise ValueError("Confluent Avro needs exactly one of registry_url and schema_dir")
         if self.reader_schema is not None:
@@ -149,8 +158,12 @@ class ConfluentAvroDecoder:
     def __init__(self, fmt: ConfluentAvroFormat, schemas: WriterSchemas | None = None) -> None:
         self._schemas = schemas if schemas is not None else fmt.writer_schemas()
         self._reader = parse_avro_schema(fmt.reader_schema, "reader schema") if fmt.reader_schema else None
-        self._writers: dict[int, ParsedSchema | DecodeError] = {}
+        self._writers: dict[int, ParsedSchema | DecodeError] = {
+            schema_id: DecodeError(reason) for schema_id, reason in fmt.refused_ids
+        }
         self._unknown: dict[int, tuple[float, UnknownSchemaError]] = {}
+        self._taken = frozenset(fmt.schema_ids) if fmt.subject is not None else None
+        self._subject = fmt.subject
 
     def decode(self, payload: bytes) -> Any:
         if len(payload) < HEADER_SIZE:
@@ -163,6 +176,11 @@ class ConfluentAvroDecoder:
     def writer_schema(self, schema_id: int) -> ParsedSchema:
         """The parsed writer schema of ``schema_id``; raises the id's DecodeError."""
         cached = self._writers.get(schema_id)
+        if cached is None and self._taken is not None and schema_id not in self._taken:
+            cached = DecodeError(
+                f"schema id {schema_id} is not a version of subject {self._subject}, whose versions the table's "
+                "columns follow"
+            )
         if cached is None:
             cached = self._load(schema_id)
         if isinstance(cached, DecodeError):

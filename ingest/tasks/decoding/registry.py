@@ -19,6 +19,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -79,21 +80,50 @@ class SchemaRegistryClient:
         return self._base
 
     def schema_text(self, schema_id: int) -> str:
-        request = urllib.request.Request(f"{self._base}/schemas/ids/{schema_id}", headers=self._headers)
+        body = self._get(f"/schemas/ids/{schema_id}", f"schema id {schema_id}")
+        if body is None:
+            raise UnknownSchemaError.for_id(schema_id, f"schema registry {self._base}")
+        return _avro_schema(body, schema_id)
+
+    def versions(self, subject: str) -> list[int]:
+        """The versions registered under ``subject``, oldest first; empty when the subject has none."""
+        body = self._get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions", f"subject {subject}")
+        if body is None:
+            return []
+        if not isinstance(body, list) or not all(isinstance(v, int) for v in body):
+            raise RegistryUnavailableError(f"schema registry {self._base} answered {body!r} for subject {subject}")
+        return sorted(body)
+
+    def version(self, subject: str, version: int) -> SubjectVersion:
+        """One version of ``subject``: its schema id and Avro schema text."""
+        what = f"version {version} of subject {subject}"
+        body = self._get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{version}", what)
+        if not isinstance(body, dict) or not isinstance(body.get("id"), int):
+            raise RegistryUnavailableError(f"schema registry {self._base} has no schema id for {what}")
+        return SubjectVersion(subject, version, body["id"], _avro_schema(body, body["id"]))
+
+    def _get(self, path: str, what: str) -> object:
+        """The JSON answer to ``GET path``; None for a 404. Any other failure is :class:`RegistryUnavailableError`."""
+        request = urllib.request.Request(self._base + path, headers=self._headers)
         try:
             with urllib.request.urlopen(request, timeout=self._timeout) as response:
-                body = json.loads(response.read())
+                return json.loads(response.read())
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
-                raise UnknownSchemaError.for_id(schema_id, f"schema registry {self._base}") from None
-            raise RegistryUnavailableError(
-                f"schema registry {self._base} answered HTTP {exc.code} for schema id {schema_id}"
-            ) from exc
+                return None
+            raise RegistryUnavailableError(f"schema registry {self._base} answered HTTP {exc.code} for {what}") from exc
         except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise RegistryUnavailableError(
-                f"schema registry {self._base} failed for schema id {schema_id}: {exc}"
-            ) from exc
-        return _avro_schema(body, schema_id)
+            raise RegistryUnavailableError(f"schema registry {self._base} failed for {what}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class SubjectVersion:
+    """One registered version of a subject."""
+
+    subject: str
+    version: int
+    schema_id: int
+    schema_text: str
 
 
 def _avro_schema(body: object, schema_id: int) -> str:

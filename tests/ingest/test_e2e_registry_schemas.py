@@ -1,0 +1,215 @@
+"""End to end: tables whose columns come from the schema registry, evolved while ingest runs.
+
+Real Kafka, Spark and catalog; the producers are confluent-kafka's own ``AvroSerializer`` and
+``SchemaRegistryClient``, registering every version in the tests' registry (tests/support/schema_registry.py).
+Two tables list no columns: an append table and an upsert table keyed by ``id``. While ``floe ingest`` runs,
+the producers move through five versions of the value schema:
+
+1. ``id``, ``qty`` (int), ``note`` (string), ``ship`` {``city``}: the table is created from it;
+2. ``qty`` widened to long, ``ship.city`` made optional, ``ship.zip`` added (a nested field);
+3. ``note`` dropped: the column stays, optional, and is written as null;
+4. ``qty`` as a string: refused, its records go to the dead letters with the reason;
+5. version 3 with a new optional ``tag``.
+
+Floe, Iceberg Java and pyiceberg read exactly the expected rows with the evolved columns; each change is one
+log line and one snapshot summary entry naming the schema id; the refused version stops nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from prometheus_client import CollectorRegistry
+from pyiceberg.table import StaticTable
+
+from commit.catalog.sql.catalog import SqlCatalog
+from commit.exactly_once import committed_offsets
+from ingest.driver.writer_schemas.subject import SCHEMA_CHANGE
+from ingest.tasks.dead_letters import ERROR_MESSAGE
+from service.config import parse_config
+from service.ingest_command import EXIT_STOPPED, run_ingest_service
+from service.local_kafka import free_port
+from table.io import FileIO
+from table.scan import TableScan
+from tests.ingest.e2e_support import consume_all
+from tests.support.schema_registry import SchemaRegistry
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
+
+SHIP1 = {"type": "record", "name": "Ship", "fields": [{"name": "city", "type": "string"}]}
+SHIP2 = {"type": "record", "name": "Ship", "fields": [
+    {"name": "city", "type": ["null", "string"]}, {"name": "zip", "type": ["null", "string"], "default": None}]}
+VERSIONS = [
+    [("id", "long"), ("qty", "int"), ("note", "string"), ("ship", SHIP1)],
+    [("id", "long"), ("qty", "long"), ("note", "string"), ("ship", SHIP2)],
+    [("id", "long"), ("qty", "long"), ("ship", SHIP2)],
+    [("id", "long"), ("qty", "string"), ("ship", SHIP2)],
+    [("id", "long"), ("qty", "long"), ("ship", SHIP2), ("tag", ["null", "string"])],
+]
+PER_VERSION = 40
+KEYS = 25  # the upsert table's keys: each version updates some and adds others
+
+
+def schema_text(version: int) -> str:
+    fields = [{"name": n, "type": t} for n, t in VERSIONS[version]]
+    return json.dumps({"type": "record", "name": "Order", "namespace": "shop", "fields": fields})
+
+
+def value(version: int, i: int, key: int) -> dict[str, Any]:
+    """Record ``i`` of ``version``: qty beyond an int's range from version 2 on."""
+    names = {n for n, _ in VERSIONS[version]}
+    record: dict[str, Any] = {"id": key, "qty": i if version == 0 else 2**40 + i, "ship": {"city": f"c{i}"}}
+    if version == 3:
+        record["qty"] = f"q{i}"
+    if "note" in names:
+        record["note"] = f"n{i}"
+    if version >= 1:
+        record["ship"]["zip"] = f"z{i}" if i % 2 else None
+    if "tag" in names:
+        record["tag"] = f"t{i}"
+    return record
+
+
+def expected_row(version: int, record: dict[str, Any]) -> dict[str, Any]:
+    """The row a record lands as: every column the table ever had, null where the writer had none."""
+    ship = {"city": record["ship"]["city"], "zip": record["ship"].get("zip")}
+    return {"id": record["id"], "qty": record["qty"], "note": record.get("note"), "ship": ship, "tag": record.get("tag")}
+
+
+def rows_by(table: Any, key: str) -> dict[Any, dict[str, Any]]:
+    return {row[key]: row for row in table.to_pylist()}
+
+
+def config(tmp: Path, bootstrap: str, registry_url: str, topics: dict[str, str], dead_letters: str) -> dict:
+    avro = {"type": "confluent-avro", "registry_url": registry_url}
+    common = {"format": avro, "bad_records": "dead-letter", "dead_letter_topic": dead_letters}
+    return {
+        "kafka": {"bootstrap_servers": bootstrap},
+        "catalog": {"uri": f"sqlite:///{tmp / 'catalog.db'}", "warehouse": str(tmp / "warehouse")},
+        "checkpoint_location": str(tmp / "checkpoints"),
+        "trigger": {"processing_time": "1s"},
+        "http": {"host": "127.0.0.1", "ingest_port": 0, "compact_port": 0},
+        "tables": [
+            {"identifier": "db.orders", "topics": [topics["append"]], "mode": "append", **common},
+            {"identifier": "db.items", "topics": [topics["upsert"]], "mode": "upsert", "key": ["id"], **common},
+        ],
+    }
+
+
+class Producers:
+    """One confluent-kafka producer; a serializer per schema version, registering it on first use."""
+
+    def __init__(self, bootstrap: str, registry_url: str) -> None:
+        self._producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        client = SchemaRegistryClient({"url": registry_url})
+        self._serializers = [AvroSerializer(client, schema_text(v)) for v in range(len(VERSIONS))]
+
+    def send(self, topic: str, version: int, records: list[dict[str, Any]]) -> None:
+        serialize = self._serializers[version]
+        for record in records:
+            payload = serialize(record, SerializationContext(topic, MessageField.VALUE))
+            self._producer.produce(topic, key=str(record["id"]).encode(), value=payload)
+        assert self._producer.flush(30) == 0
+
+
+def wait_until_landed(tmp: Path, identifier: str, topic: str, end: int, alive: threading.Thread) -> None:
+    """Until the table's commits cover ``topic`` to ``end`` (dead letters included)."""
+    deadline = time.monotonic() + 180
+    while True:
+        with SqlCatalog(f"sqlite:///{tmp / 'catalog.db'}", str(tmp / "warehouse")) as catalog:
+            if catalog.table_exists(identifier):
+                metadata = catalog.load_table(identifier).metadata
+                if committed_offsets(metadata).get(topic, {}).get(0, 0) >= end:
+                    return
+        assert alive.is_alive() and time.monotonic() < deadline, f"{identifier} should land {topic} to {end}"
+        time.sleep(0.5)
+
+
+def test_tables_follow_the_registry_and_evolve_while_ingest_runs(
+    spark, kafka_bootstrap, new_topic, iceberg_oracle, tmp_path, caplog
+):
+    caplog.set_level("INFO", logger="floe.ingest")
+    topics = {"append": new_topic("reg-append"), "upsert": new_topic("reg-upsert")}
+    dead_letters = new_topic("reg-dead")
+    registry = SchemaRegistry()
+    url = registry.serve()
+    producers = Producers(kafka_bootstrap, url)
+    expected: dict[str, dict[Any, dict[str, Any]]] = {"append": {}, "upsert": {}}
+    sent = {"append": 0, "upsert": 0}
+
+    def send(version: int) -> None:
+        for kind, topic in topics.items():
+            records = []
+            for i in range(PER_VERSION):
+                n = sent[kind] + i
+                key = n if kind == "append" else (version * 7 + i) % KEYS
+                records.append(value(version, n, key))
+            producers.send(topic, version, records)
+            sent[kind] += len(records)
+            if version != 3:
+                for record in records:
+                    expected[kind][record["id"]] = expected_row(version, record)
+
+    send(0)  # the subjects have their first version before Floe starts
+    stop, metrics = threading.Event(), CollectorRegistry()
+    result: dict[str, int] = {}
+    service = parse_config(config(tmp_path, kafka_bootstrap, url, topics, dead_letters))
+    thread = threading.Thread(target=lambda: result.update(
+        code=run_ingest_service(service, stop=stop, registry=metrics, port=free_port(), spark=spark)))
+    thread.start()
+    try:
+        for version in range(len(VERSIONS)):
+            if version:
+                send(version)
+            for kind, identifier in (("append", "db.orders"), ("upsert", "db.items")):
+                wait_until_landed(tmp_path, identifier, topics[kind], sent[kind], thread)
+    finally:
+        stop.set()
+        thread.join(180)
+        registry.close()
+    assert result == {"code": EXIT_STOPPED}
+
+    for kind, identifier in (("append", "db.orders"), ("upsert", "db.items")):
+        with SqlCatalog(f"sqlite:///{tmp_path / 'catalog.db'}", str(tmp_path / "warehouse")) as catalog:
+            loaded = catalog.load_table(identifier)
+        schema = loaded.metadata.schema()
+        assert [(f.name, str(f.field_type), f.required) for f in schema.fields] == [
+            ("id", "long", True), ("qty", "long", True), ("note", "string", False),
+            ("ship", "struct<5: city: optional string, 6: zip: optional string>", True), ("tag", "string", False),
+        ], identifier
+        assert [f.field_id for f in schema.fields] == [1, 2, 3, 4, 7], "ids kept, new ones after the last"
+        floe = rows_by(TableScan(FileIO.for_location(loaded.metadata_location), loaded.metadata).to_arrow(), "id")
+        pyiceberg = rows_by(StaticTable.from_metadata(loaded.metadata_location).scan().to_arrow(), "id")
+        java = rows_by(iceberg_oracle.call("tests.support.oracle_ops:read_by_metadata_location",
+                                           metadata_location=loaded.metadata_location), "id")
+        assert floe == expected[kind], f"Floe reads {identifier}"
+        assert pyiceberg == expected[kind], f"pyiceberg reads {identifier}"
+        assert java == expected[kind], f"Iceberg Java reads {identifier}"
+        changes = [s.summary.get(SCHEMA_CHANGE) for s in loaded.metadata.snapshots if s.summary.get(SCHEMA_CHANGE)]
+        assert len(changes) == 4, changes  # versions 2 to 5, one landing each
+        assert "schema id 2 (version 2" in changes[0] and "widen column qty from int to long" in changes[0]
+        assert "add column ship.zip (string)" in changes[0] and "make column ship.city optional" in changes[0]
+        assert "schema id 3 (version 3" in changes[1] and "make column note optional" in changes[1]
+        assert "refused" in changes[2] and "column 'qty' is long in the table and string" in changes[2]
+        assert "schema id 5 (version 5" in changes[3] and "add column tag (string)" in changes[3]
+
+    evolved = [r.getMessage() for r in caplog.records if "evolved for schema id" in r.getMessage()]
+    assert len(evolved) == 2 * 3, evolved  # versions 2, 3 and 5 of each table
+    refused = [r for r in caplog.records if "refused" in r.getMessage() and "schema id 4" in r.getMessage()]
+    assert len(refused) == 2, [r.getMessage() for r in refused]
+    assert metrics.get_sample_value("floe_ingest_schema_changes_total", {"table": "db.items", "result": "refused"}) == 1
+
+    letters = consume_all(kafka_bootstrap, dead_letters, 2 * PER_VERSION)
+    assert len(letters) == 2 * PER_VERSION
+    reasons = {dict(m.headers())[ERROR_MESSAGE].decode() for m in letters}
+    assert all("refused: column 'qty' is long in the table and string in the writer schema" in r for r in reasons)
+    assert len(reasons) == 2 and all("schema id 4 (version 4 of reg-" in r for r in reasons)  # one per subject

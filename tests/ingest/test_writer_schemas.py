@@ -1,0 +1,179 @@
+"""ingest.driver.writer_schemas: Avro writer schemas mapped to Iceberg columns, and folded into a table's schema."""
+
+from __future__ import annotations
+
+import pytest
+
+from ingest.driver.table_diff import Kind, type_text
+from ingest.driver.writer_schemas.avro_types import UnmappableAvro, avro_struct
+from ingest.driver.writer_schemas.fold import WriterSchemaRefused, first_schema, fold
+
+# One case per row of the mapping table in docs/schemas-from-the-stream.md.
+MAPPING = [
+    ("boolean", "boolean"),
+    ("int", "int"),
+    ("long", "long"),
+    ("float", "float"),
+    ("double", "double"),
+    ("string", "string"),
+    ("bytes", "binary"),
+    ({"type": "enum", "name": "Color", "symbols": ["RED", "GREEN"]}, "string"),
+    ({"type": "fixed", "name": "F4", "size": 4}, "fixed[4]"),
+    ({"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}, "decimal(9,2)"),
+    ({"type": "fixed", "name": "D", "size": 8, "logicalType": "decimal", "precision": 18, "scale": 4}, "decimal(18,4)"),
+    ({"type": "int", "logicalType": "date"}, "date"),
+    ({"type": "int", "logicalType": "time-millis"}, "time"),
+    ({"type": "long", "logicalType": "time-micros"}, "time"),
+    ({"type": "long", "logicalType": "timestamp-millis"}, "timestamptz"),
+    ({"type": "long", "logicalType": "timestamp-micros"}, "timestamptz"),
+    ({"type": "long", "logicalType": "local-timestamp-millis"}, "timestamp"),
+    ({"type": "long", "logicalType": "local-timestamp-micros"}, "timestamp"),
+    ({"type": "string", "logicalType": "uuid"}, "uuid"),
+    ({"type": "fixed", "name": "U", "size": 16, "logicalType": "uuid"}, "uuid"),
+    ({"type": "string", "logicalType": "no-such-logical-type"}, "string"),
+    ({"type": "array", "items": "long"}, "list<required long>"),
+    ({"type": "array", "items": ["null", "long"]}, "list<long>"),
+    ({"type": "map", "values": "double"}, "map<string, required double>"),
+    (
+        {"type": "record", "name": "Inner", "fields": [{"name": "a", "type": "int"}]},
+        "struct<a: required int>",
+    ),
+]
+
+
+def _record(field_type: object, name: str = "v") -> dict:
+    return {"type": "record", "name": "Value", "namespace": "t", "fields": [{"name": name, "type": field_type}]}
+
+
+@pytest.mark.parametrize(("avro", "iceberg"), MAPPING, ids=[m[1] + "-" + str(i) for i, m in enumerate(MAPPING)])
+def test_each_avro_type_maps_to_its_iceberg_type(avro: object, iceberg: str) -> None:
+    (field,) = avro_struct(_record(avro)).fields
+    assert (field.required, type_text(field.field_type)) == (True, iceberg)
+    (optional,) = avro_struct(_record(["null", avro])).fields
+    assert (optional.required, type_text(optional.field_type)) == (False, iceberg)
+
+
+def test_a_named_type_is_used_again_by_its_name_and_namespace() -> None:
+    schema = {
+        "type": "record",
+        "name": "Order",
+        "namespace": "shop",
+        "fields": [
+            {"name": "home", "type": {"type": "record", "name": "Address", "fields": [{"name": "city", "type": "string"}]}},
+            {"name": "work", "type": ["null", "shop.Address"]},
+            {"name": "other", "type": "Address"},
+        ],
+    }
+    struct = avro_struct(schema)
+    assert [type_text(f.field_type) for f in struct.fields] == ["struct<city: required string>"] * 3
+    assert [f.required for f in struct.fields] == [True, False, True]
+
+
+@pytest.mark.parametrize(
+    ("field_type", "message"),
+    [
+        (["null", "string", "long"], "field v: a union of string and long has no Iceberg type"),
+        ("Nope", "field v: unknown Avro type 'Nope'"),
+    ],
+)
+def test_what_iceberg_cannot_hold_is_refused_naming_the_field(field_type: object, message: str) -> None:
+    with pytest.raises(UnmappableAvro, match=message):
+        avro_struct(_record(field_type))
+
+
+def test_a_record_that_contains_itself_is_refused() -> None:
+    node = {"type": "record", "name": "Node", "fields": [{"name": "next", "type": ["null", "Node"]}]}
+    with pytest.raises(UnmappableAvro, match="field next: record Node contains itself"):
+        avro_struct(node)
+
+
+def test_a_value_that_is_not_a_record_is_refused() -> None:
+    with pytest.raises(UnmappableAvro, match="the value schema is long, not a record"):
+        avro_struct("long")
+
+
+V1 = {
+    "type": "record",
+    "name": "Order",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "qty", "type": "int"},
+        {"name": "note", "type": "string"},
+        {"name": "ship", "type": {"type": "record", "name": "Ship", "fields": [{"name": "city", "type": "string"}]}},
+    ],
+}
+
+
+def _v(*edits: tuple[str, object]) -> dict:
+    fields = {f["name"]: dict(f) for f in V1["fields"]}
+    for name, field_type in edits:
+        if field_type is None:
+            fields.pop(name)
+        else:
+            fields[name] = {"name": name, "type": field_type}
+    return {**V1, "fields": list(fields.values())}
+
+
+SHIP2 = {"type": "record", "name": "Ship", "fields": [{"name": "city", "type": "string"}, {"name": "zip", "type": "string"}]}
+
+
+def test_the_first_schema_numbers_its_columns_as_at_creation_and_keys_them() -> None:
+    first = first_schema(avro_struct(V1), ["id"], 1)
+    schema = first.schema
+    assert [(f.field_id, f.name) for f in schema.fields] == [(1, "id"), (2, "qty"), (3, "note"), (4, "ship")]
+    assert schema.find_field("ship.city").field_id == 5
+    assert schema.identifier_field_ids == [1] or tuple(schema.identifier_field_ids) == (1,)
+    assert first.last_column_id == 5
+
+
+def test_evolutions_keep_every_field_id_and_add_new_ones_after_the_last() -> None:
+    first = first_schema(avro_struct(V1), ["id"], 1)
+    v2 = _v(("qty", "long"), ("note", None), ("ship", SHIP2), ("extra", ["null", "string"]))
+    folded = fold(first.schema, first.last_column_id, avro_struct(v2), 2)
+    schema = folded.schema
+    assert {f.name: f.field_id for f in schema.fields} == {"id": 1, "qty": 2, "note": 3, "ship": 4, "extra": 7}
+    assert schema.find_field("ship.zip").field_id == 6
+    assert type_text(schema.find_type("qty")) == "long"
+    assert not schema.find_field("note").required  # dropped by the writer: kept, optional, written as null
+    assert not schema.find_field("ship.zip").required  # added: optional, rows before have none
+    assert sorted(c.kind.value for c in folded.changes) == ["add column", "add column", "make optional", "widen type"]
+    assert "widen column qty from int to long" in folded.summary()
+
+
+def test_a_narrower_or_an_older_writer_changes_nothing() -> None:
+    first = first_schema(avro_struct(V1), ["id"], 1)
+    wide = fold(first.schema, first.last_column_id, avro_struct(_v(("qty", "long"))), 2)
+    narrow = fold(wide.schema, wide.last_column_id, avro_struct(V1), 1)
+    assert narrow.changes == () and narrow.schema is wide.schema
+
+
+def test_folding_in_either_order_takes_every_writer() -> None:
+    v2 = avro_struct(_v(("qty", "long"), ("note", ["null", "string"]), ("ship", SHIP2)))
+    v1 = avro_struct(V1)
+    a = first_schema(v1, ["id"], 1)
+    a = fold(a.schema, a.last_column_id, v2, 2)
+    b = first_schema(v2, ["id"], 2)
+    b = fold(b.schema, b.last_column_id, v1, 1)
+    shape = lambda s: sorted((n, s.find_field(n).required, type_text(s.find_type(n))) for n in ("qty", "note", "ship.zip", "ship.city"))
+    assert shape(a.schema) == shape(b.schema)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("qty", "string"), "writer schema id 9 refused: column 'qty' is int in the table and string in the writer schema"),
+        (("id", None), "column 'id' is the key in the table and absent in the writer schema"),
+        (("id", ["null", "long"]), "column 'id' is required \\(a key\\) in the table and optional"),
+        (("ship", "string"), "column 'ship' is struct<city: required string> in the table and string"),
+    ],
+)
+def test_a_change_iceberg_does_not_allow_refuses_the_writer_schema(edit: tuple[str, object], message: str) -> None:
+    first = first_schema(avro_struct(V1), ["id"], 1)
+    with pytest.raises(WriterSchemaRefused, match=message) as refused:
+        fold(first.schema, first.last_column_id, avro_struct(_v(edit)), 9)
+    assert refused.value.schema_id == 9
+
+
+def test_a_key_that_is_optional_in_the_first_writer_is_refused() -> None:
+    with pytest.raises(WriterSchemaRefused, match="column 'id' is the key in the table and optional"):
+        first_schema(avro_struct(_v(("id", ["null", "long"]))), ["id"], 3)
