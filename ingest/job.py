@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 from ingest.kafka_source.consume import ConsumeSettings
 from ingest.tasks.changes import OpField
 from ingest.tasks.decode_records import DecodeSpec
-from ingest.tasks.decoding import AvroFormat, ConfluentAvroFormat, Format, JsonFormat
+from ingest.tasks.decoding import AvroFormat, ConfluentFormat, Format, JsonFormat
 from ingest.tasks.routing import RouteSpec, TopicRoute
 from table.errors import TableError
 from table.partitioning import PartitionSpec, build_partition_spec
@@ -561,7 +561,7 @@ def _format_from_json(obj: Mapping[str, Any]) -> Format:
     if kind == "avro":
         return AvroFormat(**values)
     if kind == "confluent-avro":
-        return ConfluentAvroFormat(**values)
+        return ConfluentFormat(**values)
     raise JobSpecError("table.decode.format.type", f"expected json, avro or confluent-avro, got {kind!r}")
 
 

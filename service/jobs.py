@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from ingest.driver.writer_schemas.avro_types import UnmappableAvro
+from ingest.driver.writer_schemas.avro_types import UnmappableSchema
 from ingest.driver.writer_schemas.fold import WriterSchemaRefused
 from ingest.driver.writer_schemas.subject import reader_schema_columns, start_fold, with_versions
 from ingest.job import (
@@ -32,7 +32,7 @@ from ingest.job import (
 from ingest.skips import RecordRef, RecordRefError, parse_record_ref, record_refs
 from ingest.tasks.changes import OpField
 from ingest.tasks.decode_records import DecodeSpec
-from ingest.tasks.decoding import AvroFormat, ConfluentAvroFormat, Format, JsonFormat, RegistryUnavailableError
+from ingest.tasks.decoding import AvroFormat, ConfluentFormat, Format, JsonFormat, RegistryUnavailableError
 from ingest.tasks.routing import RouteSpec, TopicRoute
 from service.config import ConfigError, FloeConfig, TableConfig
 from service.config.kafka import KafkaConfig
@@ -213,18 +213,18 @@ def _schema_from_avro(table: TableConfig, fmt: Format) -> tuple[Schema, Format]:
     """The columns of a table that lists none: from its Avro reader schema, or its registry subject's versions."""
     key = list(table.key)
     try:
-        if isinstance(fmt, AvroFormat) or (isinstance(fmt, ConfluentAvroFormat) and fmt.reader_schema is not None):
+        if isinstance(fmt, AvroFormat) or (isinstance(fmt, ConfluentFormat) and fmt.reader_schema is not None):
             reader = fmt.reader_schema
             assert reader is not None
             return reader_schema_columns(reader, key), fmt
-        if isinstance(fmt, ConfluentAvroFormat) and fmt.registry_url is not None:
+        if isinstance(fmt, ConfluentFormat) and fmt.registry_url is not None:
             return _schema_from_subject(table, fmt, key)
-    except (UnmappableAvro, WriterSchemaRefused) as exc:
+    except (UnmappableSchema, WriterSchemaRefused) as exc:
         raise JobSpecError("schema", str(exc)) from None
     raise JobSpecError("schema", "list the columns: they come from Avro only with schema_file or registry_url")
 
 
-def _schema_from_subject(table: TableConfig, fmt: ConfluentAvroFormat, key: list[str]) -> tuple[Schema, Format]:
+def _schema_from_subject(table: TableConfig, fmt: ConfluentFormat, key: list[str]) -> tuple[Schema, Format]:
     topics = table.source_topics
     if table.format.subject is None and len(topics) != 1:
         raise JobSpecError(
@@ -254,7 +254,7 @@ def value_format(fmt: FormatConfig) -> Format:
     if fmt.type == "avro":
         assert reader is not None  # the config requires schema_file for avro
         return AvroFormat(reader)
-    return ConfluentAvroFormat(
+    return ConfluentFormat(
         reader_schema=reader,
         registry_url=None if fmt.registry_url is None else _registry_url(fmt),
         schema_dir=None if fmt.schema_dir is None else str(fmt.schema_dir),

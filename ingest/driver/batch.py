@@ -52,7 +52,7 @@ from ingest.driver.writer_schemas.subject import SCHEMA_CHANGE, SubjectFollower,
 from ingest.job import IngestJob, TableSpec, with_decode_schema
 from ingest.kafka_source.rows import KafkaRows
 from ingest.kafka_source.table_ranges import TableRanges
-from ingest.tasks.decoding import ConfluentAvroFormat
+from ingest.tasks.decoding import ConfluentFormat
 from ingest.tasks.frame import reads_headers
 from ingest.tasks.output import BatchFiles
 from table.metadata import TableMetadata
@@ -258,7 +258,7 @@ class BatchProcessor:
         metadata = loaded.metadata
         fold = subject.fold_into(metadata.schema(), metadata.last_column_id, versions)
         fmt = self._table.decode.format
-        assert isinstance(fmt, ConfluentAvroFormat)
+        assert isinstance(fmt, ConfluentFormat)
         table = replace(self._table, decode=replace(self._table.decode, format=with_versions(fmt, fold)))
         if fold.changed and fold.folded is not None:
             loaded = evolve_table(self._catalog, with_decode_schema(table, fold.folded.schema), quiet=True)

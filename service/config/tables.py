@@ -59,26 +59,30 @@ MANAGED_TABLE_PROPERTIES = {
 """Table properties a configuration may not set, with the reason: whatever it set would be overwritten or ignored."""
 
 
+CONFLUENT = ("confluent", "confluent-avro")
+"""The format types of schema-registry framing (``confluent-avro`` is the former name of ``confluent``)."""
+
+
 class FormatConfig(Section):
     """How Kafka record values are decoded."""
 
-    type: Literal["json", "avro", "confluent-avro"] = Field(
-        "json", description="`json`, `avro` (plain binary Avro) or `confluent-avro` (schema-registry framing)."
+    type: Literal["json", "avro", "confluent", "confluent-avro"] = Field(
+        "json",
+        description="`json`, `avro` (plain binary Avro) or `confluent` (schema-registry framing: Avro or JSON "
+        "Schema, as the registry says; `confluent-avro` is its former name).",
     )
     schema_file: ConfigPath | None = Field(
-        None, description="Avro reader schema (.avsc); required for `avro`, optional for `confluent-avro`."
+        None, description="Avro reader schema (.avsc); required for `avro`, optional for `confluent`."
     )
-    registry_url: str | None = Field(
-        None, description="Schema registry URL for `confluent-avro` (no credentials in it)."
-    )
+    registry_url: str | None = Field(None, description="Schema registry URL for `confluent` (no credentials in it).")
     registry_username: str | None = Field(None, description="Schema registry basic-auth user.")
     registry_password: SecretStr | None = Field(None, description="Schema registry basic-auth password.")
     schema_dir: ConfigPath | None = Field(
-        None, description="For `confluent-avro` without a registry: directory of writer schemas named `<id>.avsc`."
+        None, description="For `confluent` without a registry: directory of Avro writer schemas named `<id>.avsc`."
     )
     subject: str | None = Field(
         None,
-        description="For `confluent-avro` with a registry and no `schema`: the subject whose versions the table's "
+        description="For `confluent` with a registry and no `schema`: the subject whose versions the table's "
         "columns follow (default `<topic>-value`, the registry's topic-name strategy).",
     )
 
@@ -92,9 +96,9 @@ class FormatConfig(Section):
         problems = [(key, only_used_when("type", allowed, self.type)) for key, allowed in self._misplaced()]
         if self.type == "avro" and self.schema_file is None:
             problems.append(("schema_file", required_when("type", "avro")))
-        if self.type == "confluent-avro" and (self.registry_url is None) == (self.schema_dir is None):
+        if self.type in CONFLUENT and (self.registry_url is None) == (self.schema_dir is None):
             problems.append(
-                ("registry_url", "set exactly one of registry_url and schema_dir when type is 'confluent-avro'")
+                ("registry_url", f"set exactly one of registry_url and schema_dir when type is {self.type!r}")
             )
         if (self.registry_username is None) != (self.registry_password is None):
             problems.append(("registry_username", "set registry_username and registry_password together"))
@@ -107,12 +111,12 @@ class FormatConfig(Section):
 
     def _misplaced(self) -> Iterator[tuple[str, str]]:
         allowed = {
-            "schema_file": ("avro", "confluent-avro"),
-            "registry_url": ("confluent-avro",),
-            "registry_username": ("confluent-avro",),
-            "registry_password": ("confluent-avro",),
-            "schema_dir": ("confluent-avro",),
-            "subject": ("confluent-avro",),
+            "schema_file": ("avro", *CONFLUENT),
+            "registry_url": CONFLUENT,
+            "registry_username": CONFLUENT,
+            "registry_password": CONFLUENT,
+            "schema_dir": CONFLUENT,
+            "subject": CONFLUENT,
         }
         for key, types_ in allowed.items():
             if getattr(self, key) is not None and self.type not in types_:
@@ -210,7 +214,7 @@ class TableConfig(Section):
         None,
         alias="schema",
         description="Table columns; leave out to take them from the Avro reader schema (`schema_file`) or, for "
-        "`confluent-avro` with a registry, from the subject's versions, followed while ingest runs.",
+        "`confluent` with a registry, from the subject's versions, followed while ingest runs.",
     )
     partition_spec: Annotated[list[str], AfterValidator(terms_validator(parse_term))] = Field(
         default_factory=list,

@@ -30,8 +30,8 @@ from ingest.tasks.decode_records import DecodeSpec, decode_records
 from ingest.tasks.decoding import (
     AvroDecoder,
     AvroFormat,
-    ConfluentAvroDecoder,
-    ConfluentAvroFormat,
+    ConfluentDecoder,
+    ConfluentFormat,
     RegistryUnavailableError,
     SchemaRegistryClient,
     UnknownSchemaError,
@@ -249,7 +249,7 @@ def test_any_record_round_trips(record: dict[str, Any]) -> None:
 
 
 def test_confluent_avro_resolves_each_writer_version_and_caches_by_id(registry: Registry) -> None:
-    decoder = ConfluentAvroDecoder(ConfluentAvroFormat(json.dumps(READER), registry_url=registry.url))
+    decoder = ConfluentDecoder(ConfluentFormat(json.dumps(READER), registry_url=registry.url))
     old = framed(1, V1, {"id": 1, "item": "pen"})
     new = framed(2, V2, {"id": 2, "item": "ink", "note": "blue"})
     for _ in range(3):
@@ -259,16 +259,16 @@ def test_confluent_avro_resolves_each_writer_version_and_caches_by_id(registry: 
 
 
 def test_without_a_reader_schema_each_datum_keeps_its_writer_schema(registry: Registry) -> None:
-    decoder = ConfluentAvroDecoder(ConfluentAvroFormat(registry_url=registry.url))
+    decoder = ConfluentDecoder(ConfluentFormat(registry_url=registry.url))
     assert decoder.decode(framed(1, V1, {"id": 1, "item": "pen"})) == {"id": 1, "item": "pen"}
 
 
 def test_a_table_following_a_subject_refuses_the_ids_it_cannot_take_and_ids_of_other_subjects(
     registry: Registry,
 ) -> None:
-    fmt = ConfluentAvroFormat(registry_url=registry.url, subject="orders-value", schema_ids=[1], refused_ids=[[2, "why"]])
+    fmt = ConfluentFormat(registry_url=registry.url, subject="orders-value", schema_ids=[1], refused_ids=[[2, "why"]])
     assert (fmt.schema_ids, fmt.refused_ids) == ((1,), ((2, "why"),)), "as read back from the job's JSON"
-    decoder = ConfluentAvroDecoder(fmt)
+    decoder = ConfluentDecoder(fmt)
     assert decoder.decode(framed(1, V1, {"id": 1, "item": "pen"})) == {"id": 1, "item": "pen"}
     with pytest.raises(DecodeError, match="^why$"):
         decoder.decode(framed(2, V2, {"id": 2, "item": "ink", "note": "blue"}))
@@ -278,7 +278,7 @@ def test_a_table_following_a_subject_refuses_the_ids_it_cannot_take_and_ids_of_o
 
 
 def test_unknown_schema_id_names_the_id_and_is_looked_up_once(registry: Registry) -> None:
-    decoder = ConfluentAvroDecoder(ConfluentAvroFormat(json.dumps(READER), registry_url=registry.url))
+    decoder = ConfluentDecoder(ConfluentFormat(json.dumps(READER), registry_url=registry.url))
     for _ in range(3):
         with pytest.raises(UnknownSchemaError) as info:
             decoder.decode(framed(99, V1, {"id": 1, "item": "pen"}))
@@ -289,7 +289,7 @@ def test_unknown_schema_id_names_the_id_and_is_looked_up_once(registry: Registry
 
 def test_unknown_schema_id_becomes_a_dead_letter(registry: Registry) -> None:
     table = Schema(NestedField(1, "id", LongType()), NestedField(2, "item", StringType()), NestedField(3, "note", StringType()))
-    spec = DecodeSpec(table, format=ConfluentAvroFormat(json.dumps(READER), registry_url=registry.url))
+    spec = DecodeSpec(table, format=ConfluentFormat(json.dumps(READER), registry_url=registry.url))
     values = [framed(1, V1, {"id": 1, "item": "pen"}), framed(42, V1, {"id": 2, "item": "x"}), b"\x01\x00\x00\x00\x01"]
     out = decode_records(kafka_batch(values), spec)
     assert out.rows.select(["id", "item", "note"]).to_pylist() == [{"id": 1, "item": "pen", "note": None}]
@@ -304,14 +304,14 @@ def test_unknown_schema_id_becomes_a_dead_letter(registry: Registry) -> None:
 def test_a_failing_registry_fails_the_batch_instead_of_dead_lettering(registry: Registry, status: int) -> None:
     registry.status = status
     table = Schema(NestedField(1, "id", LongType()))
-    spec = DecodeSpec(table, format=ConfluentAvroFormat(json.dumps(READER), registry_url=registry.url))
+    spec = DecodeSpec(table, format=ConfluentFormat(json.dumps(READER), registry_url=registry.url))
     with pytest.raises(RegistryUnavailableError, match=f"HTTP {status} for schema id 1"):
         decode_records(kafka_batch([framed(1, V1, {"id": 1, "item": "pen"})]), spec)
 
 
 def test_an_unreachable_registry_fails_the_batch() -> None:
     client = SchemaRegistryClient(f"http://127.0.0.1:{free_port()}", timeout=2.0)
-    decoder = ConfluentAvroDecoder(ConfluentAvroFormat(registry_url=client.url), client)
+    decoder = ConfluentDecoder(ConfluentFormat(registry_url=client.url), client)
     with pytest.raises(RegistryUnavailableError, match="failed for schema id 1"):
         decoder.decode(framed(1, V1, {"id": 1, "item": "pen"}))
 
@@ -321,21 +321,21 @@ def test_credentials_in_the_url_are_sent_as_basic_auth(registry: Registry) -> No
     port = registry.url.rsplit(":", 1)[1]
     client = SchemaRegistryClient(f"http://floe:s3cr%3At@127.0.0.1:{port}/")
     assert client.url == f"http://127.0.0.1:{port}"
-    assert json.loads(client.schema_text(1)) == V1
+    assert json.loads(client.schema(1).text) == V1
     with pytest.raises(RegistryUnavailableError, match="HTTP 401"):
-        SchemaRegistryClient(registry.url).schema_text(1)
+        SchemaRegistryClient(registry.url).schema(1)
 
 
 def test_a_non_avro_schema_id_is_a_record_error(registry: Registry) -> None:
     registry.schemas[5] = {"schema": "syntax = 'proto3';", "schemaType": "PROTOBUF"}
-    decoder = ConfluentAvroDecoder(ConfluentAvroFormat(registry_url=registry.url))
-    with pytest.raises(DecodeError, match="schema id 5 is a PROTOBUF schema, not Avro"):
+    decoder = ConfluentDecoder(ConfluentFormat(registry_url=registry.url))
+    with pytest.raises(DecodeError, match="schema id 5 is a PROTOBUF schema, which Floe does not read yet"):
         decoder.decode(framed(5, V1, {"id": 1, "item": "pen"}))
 
 
 def test_an_incompatible_writer_schema_is_a_record_error(registry: Registry) -> None:
     registry.add(3, INCOMPATIBLE)
-    decoder = ConfluentAvroDecoder(ConfluentAvroFormat(json.dumps(READER), registry_url=registry.url))
+    decoder = ConfluentDecoder(ConfluentFormat(json.dumps(READER), registry_url=registry.url))
     with pytest.raises(DecodeError, match="invalid Avro: SchemaResolutionError") as info:
         decoder.decode(framed(3, INCOMPATIBLE, {"id": "x", "item": "pen"}))
     assert len(info.value.reason) <= 320  # fastavro prints whole schemas; dead-letter headers stay small
@@ -344,12 +344,12 @@ def test_an_incompatible_writer_schema_is_a_record_error(registry: Registry) -> 
 @pytest.mark.parametrize(
     "payload, reason",
     [
-        (b"\x00\x00\x01", "not Confluent-framed Avro: 3 bytes, the header alone is 5"),
-        (b'{"id": 1}', "not Confluent-framed Avro: magic byte is 0x7b, expected 0x00"),
+        (b"\x00\x00\x01", "not Confluent-framed: 3 bytes, the header alone is 5"),
+        (b'{"id": 1}', "not Confluent-framed: magic byte is 0x7b, expected 0x00"),
     ],
 )
 def test_bad_framing(registry: Registry, payload: bytes, reason: str) -> None:
-    decoder = ConfluentAvroDecoder(ConfluentAvroFormat(registry_url=registry.url))
+    decoder = ConfluentDecoder(ConfluentFormat(registry_url=registry.url))
     with pytest.raises(DecodeError) as info:
         decoder.decode(payload)
     assert info.value.reason == reason
@@ -364,8 +364,8 @@ def test_bad_framing(registry: Registry, payload: bytes, reason: str) -> None:
 def test_schema_directory(tmp_path: Path) -> None:
     (tmp_path / "1.avsc").write_text(json.dumps(V1))
     (tmp_path / "7.avsc").write_text('{"type": "record", "name": "Broken", "fields": [{"name": "a"}]}')
-    fmt = ConfluentAvroFormat(json.dumps(READER), schema_dir=str(tmp_path))
-    decoder = ConfluentAvroDecoder(fmt)
+    fmt = ConfluentFormat(json.dumps(READER), schema_dir=str(tmp_path))
+    decoder = ConfluentDecoder(fmt)
     assert decoder.decode(framed(1, V1, {"id": 1, "item": "pen"})) == {"id": 1, "item": "pen", "note": None}
     with pytest.raises(UnknownSchemaError) as info:
         decoder.decode(framed(2, V2, {"id": 1, "item": "pen", "note": None}))
@@ -376,10 +376,10 @@ def test_schema_directory(tmp_path: Path) -> None:
 
 def test_confluent_format_needs_exactly_one_schema_source(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="exactly one of registry_url and schema_dir"):
-        ConfluentAvroFormat()
+        ConfluentFormat()
     with pytest.raises(ValueError, match="exactly one of registry_url and schema_dir"):
-        ConfluentAvroFormat(registry_url="http://x", schema_dir=str(tmp_path))
-    fmt = ConfluentAvroFormat(json.dumps(READER), registry_url="http://registry:8081")
+        ConfluentFormat(registry_url="http://x", schema_dir=str(tmp_path))
+    fmt = ConfluentFormat(json.dumps(READER), registry_url="http://registry:8081")
     assert pickle.loads(pickle.dumps(fmt)) == fmt
 
 

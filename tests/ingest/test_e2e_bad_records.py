@@ -32,7 +32,7 @@ from ingest.tasks.dead_letters import (
     SOURCE_TOPIC,
 )
 from ingest.tasks.decode_records import DecodeSpec
-from ingest.tasks.decoding import ConfluentAvroFormat
+from ingest.tasks.decoding import ConfluentFormat
 from ingest.job import CatalogSpec, IngestJob, SourceSpec, TableSpec, TriggerSpec
 from ingest.driver.metrics import IngestMetrics
 from ingest.driver.stream import run_ingest
@@ -154,7 +154,7 @@ def test_confluent_avro_with_an_unknown_schema_id_is_dead_lettered(spark, kafka_
         Event(b"truncated", framed(7, {"id": 3, "name": "y", "amount": 1.0})[:-4]),
     ]
     produce(kafka_bootstrap, topic, interleave(valid, bad), headers=[("trace", b"t-1")])
-    decode = DecodeSpec(SCHEMA, format=ConfluentAvroFormat(schema_dir=str(schemas)), mode="append")
+    decode = DecodeSpec(SCHEMA, format=ConfluentFormat(schema_dir=str(schemas)), mode="append")
     job = job_for(kafka_bootstrap, topic, tmp_path, decode, policy="dead-letter", dlq=dlq)
     run_ingest(job, spark).await_termination(300)
 

@@ -2,8 +2,9 @@
 
 Real Kafka, Spark and catalog; the producers are confluent-kafka's own ``AvroSerializer`` and
 ``SchemaRegistryClient``, registering every version in the tests' registry (tests/support/schema_registry.py).
-Two tables list no columns: an append table and an upsert table keyed by ``id``. While ``floe ingest`` runs,
-the producers move through five versions of the value schema:
+Three tables list no columns: an Avro append table, an Avro upsert table keyed by ``id``, and a JSON Schema
+append table (``JSONSerializer``). While ``floe ingest`` runs, the producers move through five versions of the
+value schema, the same in both formats:
 
 1. ``id``, ``qty`` (int), ``note`` (string), ``ship`` {``city``}: the table is created from it;
 2. ``qty`` widened to long, ``ship.city`` made optional, ``ship.zip`` added (a nested field);
@@ -27,6 +28,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from prometheus_client import CollectorRegistry
 from pyiceberg.table import StaticTable
@@ -62,6 +64,25 @@ KEYS = 25  # the upsert table's keys: each version updates some and adds others
 def schema_text(version: int) -> str:
     fields = [{"name": n, "type": t} for n, t in VERSIONS[version]]
     return json.dumps({"type": "record", "name": "Order", "namespace": "shop", "fields": fields})
+
+
+JSON_TYPES = {"long": {"type": "integer"}, "int": {"type": "integer", "connect.type": "int32"},
+              "string": {"type": "string"}}
+
+
+def json_schema_text(version: int) -> str:
+    """The JSON Schema of ``version``: the Avro fields as properties, required where Avro has no null."""
+    def prop(avro: Any) -> tuple[dict, bool]:
+        if isinstance(avro, list):
+            return {"oneOf": [{"type": "null"}, prop(avro[1])[0]]}, False
+        if isinstance(avro, dict):
+            fields = [(f["name"], *prop(f["type"])) for f in avro["fields"]]
+            return {"type": "object", "properties": {n: p for n, p, _ in fields},
+                    "required": [n for n, _, req in fields if req]}, True
+        return dict(JSON_TYPES[avro]), True
+
+    schema, _ = prop({"fields": [{"name": n, "type": t} for n, t in VERSIONS[version]]})
+    return json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "title": "Order", **schema})
 
 
 def value(version: int, i: int, key: int) -> dict[str, Any]:
@@ -101,6 +122,7 @@ def config(tmp: Path, bootstrap: str, registry_url: str, topics: dict[str, str],
         "tables": [
             {"identifier": "db.orders", "topics": [topics["append"]], "mode": "append", **common},
             {"identifier": "db.items", "topics": [topics["upsert"]], "mode": "upsert", "key": ["id"], **common},
+            {"identifier": "db.events", "topics": [topics["json"]], "mode": "append", **common},
         ],
     }
 
@@ -111,10 +133,13 @@ class Producers:
     def __init__(self, bootstrap: str, registry_url: str) -> None:
         self._producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
         client = SchemaRegistryClient({"url": registry_url})
-        self._serializers = [AvroSerializer(client, schema_text(v)) for v in range(len(VERSIONS))]
+        self._serializers = {
+            "avro": [AvroSerializer(client, schema_text(v)) for v in range(len(VERSIONS))],
+            "json": [JSONSerializer(json_schema_text(v), client) for v in range(len(VERSIONS))],
+        }
 
-    def send(self, topic: str, version: int, records: list[dict[str, Any]]) -> None:
-        serialize = self._serializers[version]
+    def send(self, topic: str, version: int, records: list[dict[str, Any]], kind: str = "avro") -> None:
+        serialize = self._serializers[kind][version]
         for record in records:
             payload = serialize(record, SerializationContext(topic, MessageField.VALUE))
             self._producer.produce(topic, key=str(record["id"]).encode(), value=payload)
@@ -138,22 +163,23 @@ def test_tables_follow_the_registry_and_evolve_while_ingest_runs(
     spark, kafka_bootstrap, new_topic, iceberg_oracle, tmp_path, caplog
 ):
     caplog.set_level("INFO", logger="floe.ingest")
-    topics = {"append": new_topic("reg-append"), "upsert": new_topic("reg-upsert")}
+    topics = {"append": new_topic("reg-append"), "upsert": new_topic("reg-upsert"), "json": new_topic("reg-json")}
+    tables = {"append": "db.orders", "upsert": "db.items", "json": "db.events"}
     dead_letters = new_topic("reg-dead")
     registry = SchemaRegistry()
     url = registry.serve()
     producers = Producers(kafka_bootstrap, url)
-    expected: dict[str, dict[Any, dict[str, Any]]] = {"append": {}, "upsert": {}}
-    sent = {"append": 0, "upsert": 0}
+    expected: dict[str, dict[Any, dict[str, Any]]] = {kind: {} for kind in topics}
+    sent = {kind: 0 for kind in topics}
 
     def send(version: int) -> None:
         for kind, topic in topics.items():
             records = []
             for i in range(PER_VERSION):
                 n = sent[kind] + i
-                key = n if kind == "append" else (version * 7 + i) % KEYS
+                key = (version * 7 + i) % KEYS if kind == "upsert" else n
                 records.append(value(version, n, key))
-            producers.send(topic, version, records)
+            producers.send(topic, version, records, "json" if kind == "json" else "avro")
             sent[kind] += len(records)
             if version != 3:
                 for record in records:
@@ -170,7 +196,7 @@ def test_tables_follow_the_registry_and_evolve_while_ingest_runs(
         for version in range(len(VERSIONS)):
             if version:
                 send(version)
-            for kind, identifier in (("append", "db.orders"), ("upsert", "db.items")):
+            for kind, identifier in tables.items():
                 wait_until_landed(tmp_path, identifier, topics[kind], sent[kind], thread)
     finally:
         stop.set()
@@ -178,7 +204,7 @@ def test_tables_follow_the_registry_and_evolve_while_ingest_runs(
         registry.close()
     assert result == {"code": EXIT_STOPPED}
 
-    for kind, identifier in (("append", "db.orders"), ("upsert", "db.items")):
+    for kind, identifier in tables.items():
         with SqlCatalog(f"sqlite:///{tmp_path / 'catalog.db'}", str(tmp_path / "warehouse")) as catalog:
             loaded = catalog.load_table(identifier)
         schema = loaded.metadata.schema()
@@ -196,20 +222,20 @@ def test_tables_follow_the_registry_and_evolve_while_ingest_runs(
         assert java == expected[kind], f"Iceberg Java reads {identifier}"
         changes = [s.summary.get(SCHEMA_CHANGE) for s in loaded.metadata.snapshots if s.summary.get(SCHEMA_CHANGE)]
         assert len(changes) == 4, changes  # versions 2 to 5, one landing each
-        assert "schema id 2 (version 2" in changes[0] and "widen column qty from int to long" in changes[0]
+        assert "(version 2 of" in changes[0] and "widen column qty from int to long" in changes[0]
         assert "add column ship.zip (string)" in changes[0] and "make column ship.city optional" in changes[0]
-        assert "schema id 3 (version 3" in changes[1] and "make column note optional" in changes[1]
+        assert "(version 3 of" in changes[1] and "make column note optional" in changes[1]
         assert "refused" in changes[2] and "column 'qty' is long in the table and string" in changes[2]
-        assert "schema id 5 (version 5" in changes[3] and "add column tag (string)" in changes[3]
+        assert "(version 5 of" in changes[3] and "add column tag (string)" in changes[3]
 
     evolved = [r.getMessage() for r in caplog.records if "evolved for schema id" in r.getMessage()]
-    assert len(evolved) == 2 * 3, evolved  # versions 2, 3 and 5 of each table
-    refused = [r for r in caplog.records if "refused" in r.getMessage() and "schema id 4" in r.getMessage()]
-    assert len(refused) == 2, [r.getMessage() for r in refused]
+    assert len(evolved) == 3 * 3, evolved  # versions 2, 3 and 5 of each table
+    refused = [r for r in caplog.records if "refused" in r.getMessage() and "(version 4 of" in r.getMessage()]
+    assert len(refused) == 3, [r.getMessage() for r in refused]
     assert metrics.get_sample_value("floe_ingest_schema_changes_total", {"table": "db.items", "result": "refused"}) == 1
 
-    letters = consume_all(kafka_bootstrap, dead_letters, 2 * PER_VERSION)
-    assert len(letters) == 2 * PER_VERSION
+    letters = consume_all(kafka_bootstrap, dead_letters, 3 * PER_VERSION)
+    assert len(letters) == 3 * PER_VERSION
     reasons = {dict(m.headers())[ERROR_MESSAGE].decode() for m in letters}
     assert all("refused: column 'qty' is long in the table and string in the writer schema" in r for r in reasons)
-    assert len(reasons) == 2 and all("schema id 4 (version 4 of reg-" in r for r in reasons)  # one per subject
+    assert len(reasons) == 3 and all("(version 4 of reg-" in r for r in reasons)  # one per subject

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ingest.driver.table_diff import Kind, type_text
-from ingest.driver.writer_schemas.avro_types import UnmappableAvro, avro_struct
+from ingest.driver.writer_schemas.avro_types import UnmappableSchema, avro_struct
 from ingest.driver.writer_schemas.fold import WriterSchemaRefused, first_schema, fold
 
 # One case per row of the mapping table in docs/schemas-from-the-stream.md.
@@ -77,18 +77,18 @@ def test_a_named_type_is_used_again_by_its_name_and_namespace() -> None:
     ],
 )
 def test_what_iceberg_cannot_hold_is_refused_naming_the_field(field_type: object, message: str) -> None:
-    with pytest.raises(UnmappableAvro, match=message):
+    with pytest.raises(UnmappableSchema, match=message):
         avro_struct(_record(field_type))
 
 
 def test_a_record_that_contains_itself_is_refused() -> None:
     node = {"type": "record", "name": "Node", "fields": [{"name": "next", "type": ["null", "Node"]}]}
-    with pytest.raises(UnmappableAvro, match="field next: record Node contains itself"):
+    with pytest.raises(UnmappableSchema, match="field next: record Node contains itself"):
         avro_struct(node)
 
 
 def test_a_value_that_is_not_a_record_is_refused() -> None:
-    with pytest.raises(UnmappableAvro, match="the value schema is long, not a record"):
+    with pytest.raises(UnmappableSchema, match="the value schema is long, not a record"):
         avro_struct("long")
 
 
@@ -177,3 +177,79 @@ def test_a_change_iceberg_does_not_allow_refuses_the_writer_schema(edit: tuple[s
 def test_a_key_that_is_optional_in_the_first_writer_is_refused() -> None:
     with pytest.raises(WriterSchemaRefused, match="column 'id' is the key in the table and optional"):
         first_schema(avro_struct(_v(("id", ["null", "long"]))), ["id"], 3)
+
+
+# ---------------------------------------------------------------------------
+# JSON Schema: one case per row of its mapping table
+# ---------------------------------------------------------------------------
+
+from ingest.driver.writer_schemas.json_schema_types import json_schema_struct  # noqa: E402
+
+JSON_MAPPING = [
+    ({"type": "boolean"}, "boolean"),
+    ({"type": "integer"}, "long"),
+    ({"type": "number"}, "double"),
+    ({"type": "string"}, "string"),
+    ({"type": "string", "format": "email"}, "string"),
+    ({"type": "string", "format": "date-time"}, "timestamptz"),
+    ({"type": "string", "format": "date"}, "date"),
+    ({"type": "string", "format": "time"}, "time"),
+    ({"type": "string", "format": "uuid"}, "uuid"),
+    ({"type": "integer", "connect.type": "int8"}, "int"),
+    ({"type": "integer", "connect.type": "int16"}, "int"),
+    ({"type": "integer", "connect.type": "int32"}, "int"),
+    ({"type": "integer", "connect.type": "int64"}, "long"),
+    ({"type": "number", "connect.type": "float32"}, "float"),
+    ({"type": "number", "connect.type": "float64"}, "double"),
+    ({"type": "string", "connect.type": "bytes"}, "binary"),
+    ({"enum": ["a", "b"]}, "string"),
+    ({"type": "array", "items": {"type": "integer"}}, "list<required long>"),
+    ({"type": "array", "items": {"type": ["integer", "null"]}}, "list<long>"),
+    ({"type": "object", "additionalProperties": {"type": "number"}}, "map<string, required double>"),
+    ({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}, "struct<a: required long>"),
+    ({"type": "object", "properties": {"a": {"type": "integer"}}}, "struct<a: long>"),
+    ({"$ref": "#/definitions/Inner"}, "struct<x: string>"),
+]
+
+
+def _object(prop: object) -> dict:
+    return {"type": "object", "properties": {"v": prop}, "required": ["v"],
+            "definitions": {"Inner": {"type": "object", "properties": {"x": {"type": "string"}}}}}
+
+
+@pytest.mark.parametrize(("prop", "iceberg"), JSON_MAPPING, ids=[m[1] + "-" + str(i) for i, m in enumerate(JSON_MAPPING)])
+def test_each_json_schema_type_maps_to_its_iceberg_type(prop: dict, iceberg: str) -> None:
+    (field,) = json_schema_struct(_object(prop)).fields
+    assert (field.required, type_text(field.field_type)) == (True, iceberg)
+    for nullable in ({"oneOf": [{"type": "null"}, prop]}, {"anyOf": [prop, {"type": "null"}]}):
+        (optional,) = json_schema_struct(_object(nullable)).fields
+        assert (optional.required, type_text(optional.field_type)) == (False, iceberg)
+
+
+def test_a_json_property_not_listed_as_required_or_allowing_null_is_optional() -> None:
+    schema = {"type": "object", "required": ["a", "b"], "properties": {
+        "a": {"type": "integer"}, "b": {"type": ["null", "string"]}, "c": {"type": "string"}}}
+    assert [(f.name, f.required) for f in json_schema_struct(schema).fields] == [("a", True), ("b", False), ("c", False)]
+
+
+@pytest.mark.parametrize(
+    ("prop", "message"),
+    [
+        ({"type": ["string", "integer"]}, "field v: a value of types string or integer has no Iceberg type"),
+        ({"oneOf": [{"type": "string"}, {"type": "integer"}]}, "field v: oneOf of 2 schemas has no Iceberg type"),
+        ({"type": "object"}, "field v: an object with neither properties nor a schema for its values"),
+        ({"type": "array"}, "field v: an array without items"),
+        ({"$ref": "other.json#/X"}, "field v: \\$ref other.json#/X points outside the schema"),
+        ({}, "field v: a schema that allows any value has no Iceberg type"),
+    ],
+)
+def test_json_schema_that_iceberg_cannot_hold_is_refused_naming_the_field(prop: object, message: str) -> None:
+    with pytest.raises(UnmappableSchema, match=message):
+        json_schema_struct(_object(prop))
+
+
+def test_a_json_schema_that_refers_to_itself_is_refused() -> None:
+    schema = {"type": "object", "properties": {"next": {"$ref": "#/$defs/Node"}},
+              "$defs": {"Node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Node"}}}}}
+    with pytest.raises(UnmappableSchema, match="contains itself"):
+        json_schema_struct(schema)

@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from commit.catalog.base import Catalog
 from commit.catalog.sql.catalog import SqlCatalog
-from ingest.tasks.decoding import AvroFormat, ConfluentAvroFormat, JsonFormat
+from ingest.tasks.decoding import AvroFormat, ConfluentFormat, JsonFormat
 from ingest.job import SortTerm, job_from_json, job_to_json
 from service.config import ConfigError, parse_config
 from service.ingest_command import EXIT_OK, EXIT_STOPPED, IngestReadiness, run_ingest_service
@@ -175,8 +175,8 @@ def test_avro_formats_read_schema_files_and_registry_credentials(tmp_path):
     plain, registry, directory = (j.table.decode.format for j in build_jobs(parse_config(raw)))
 
     assert isinstance(plain, AvroFormat) and json.loads(plain.reader_schema) == avsc
-    assert isinstance(registry, ConfluentAvroFormat) and registry.registry_url == "https://u:p%40ss@registry:8081/x"
-    assert isinstance(directory, ConfluentAvroFormat) and directory.schema_dir == str(tmp_path / "schemas")
+    assert isinstance(registry, ConfluentFormat) and registry.registry_url == "https://u:p%40ss@registry:8081/x"
+    assert isinstance(directory, ConfluentFormat) and directory.schema_dir == str(tmp_path / "schemas")
     assert directory.registry_url is None and directory.reader_schema is None
 
 

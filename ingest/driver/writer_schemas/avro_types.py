@@ -44,8 +44,8 @@ from table.types import (
 )
 
 
-class UnmappableAvro(ValueError):
-    """An Avro schema with a type Iceberg cannot hold; ``path`` is the field's dotted path."""
+class UnmappableSchema(ValueError):
+    """A writer schema (Avro, JSON Schema...) with a type Iceberg cannot hold; ``path`` is the field's dotted path."""
 
     def __init__(self, path: str, reason: str) -> None:
         super().__init__(f"field {path or '(value)'}: {reason}")
@@ -79,7 +79,7 @@ def avro_struct(schema: Any) -> StructType:
     mapper = _Mapper()
     mapped, _ = mapper.type_of(schema, "")
     if not isinstance(mapped, StructType):
-        raise UnmappableAvro("", f"the value schema is {_kind(schema)}, not a record: a table needs named fields")
+        raise UnmappableSchema("", f"the value schema is {_kind(schema)}, not a record: a table needs named fields")
     return mapped
 
 
@@ -98,14 +98,14 @@ class _Mapper:
         if isinstance(schema, str):
             return self._named_or_primitive(schema, path, namespace), True
         if not isinstance(schema, dict) or "type" not in schema:
-            raise UnmappableAvro(path, f"{schema!r} is not an Avro schema")
+            raise UnmappableSchema(path, f"{schema!r} is not an Avro schema")
         return self._complex(schema, path, namespace), True
 
     def _union(self, branches: list, path: str, namespace: str) -> tuple[IcebergType, bool]:
         others = [b for b in branches if b != "null"]
         if len(others) != 1:
             kinds = " and ".join(_kind(b) for b in others) or "only null"
-            raise UnmappableAvro(path, f"a union of {kinds} has no Iceberg type (only a union with null does)")
+            raise UnmappableSchema(path, f"a union of {kinds} has no Iceberg type (only a union with null does)")
         mapped, _ = self.type_of(others[0], path, namespace)
         return mapped, len(others) == len(branches)
 
@@ -115,10 +115,10 @@ class _Mapper:
         full = name if "." in name or not namespace else f"{namespace}.{name}"
         for candidate in (full, name):
             if candidate in self._open:
-                raise UnmappableAvro(path, f"record {candidate} contains itself; Iceberg types are not recursive")
+                raise UnmappableSchema(path, f"record {candidate} contains itself; Iceberg types are not recursive")
             if candidate in self._named:
                 return self._complex(self._named[candidate], path, namespace, defined=True)
-        raise UnmappableAvro(path, f"unknown Avro type {name!r}")
+        raise UnmappableSchema(path, f"unknown Avro type {name!r}")
 
     def _complex(self, schema: dict, path: str, namespace: str, defined: bool = False) -> IcebergType:
         kind = schema["type"]

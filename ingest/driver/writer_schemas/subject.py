@@ -12,11 +12,13 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ingest.driver.writer_schemas.avro_types import UnmappableAvro, avro_struct
+from ingest.driver.writer_schemas.avro_types import UnmappableSchema, avro_struct
 from ingest.driver.writer_schemas.fold import Folded, WriterSchemaRefused, first_schema, fold
-from ingest.tasks.decoding import ConfluentAvroFormat, SchemaRegistryClient
-from ingest.tasks.decoding.registry import SubjectVersion
+from ingest.driver.writer_schemas.json_schema_types import json_schema_struct
+from ingest.tasks.decoding import ConfluentFormat, SchemaRegistryClient
+from ingest.tasks.decoding.registry import RegisteredSchema, SubjectVersion
 from table.schema import Schema
+from table.types import StructType
 
 SCHEMA_CHANGE = "floe.schema-change"
 """Snapshot summary entry: the writer schema versions (ids) that changed the table before this snapshot, and how."""
@@ -61,21 +63,37 @@ def fold_versions(start: Folded | None, versions: Sequence[SubjectVersion], key:
     done: list[VersionFolded] = []
     for version in versions:
         try:
-            writer = avro_struct(json.loads(version.schema_text))
+            writer = writer_struct(version.schema)
             current = (
                 first_schema(writer, key, version.schema_id)
                 if current is None
                 else fold(current.schema, current.last_column_id, writer, version.schema_id)
             )
             done.append(VersionFolded(version, changes="created" if start is None and not done else current.summary()))
-        except UnmappableAvro as exc:
+        except UnmappableSchema as exc:
             done.append(VersionFolded(version, refused=str(exc)))
         except WriterSchemaRefused as exc:
             done.append(VersionFolded(version, refused=exc.detail))
     return SubjectFold(current, tuple(done))
 
 
-def with_versions(fmt: ConfluentAvroFormat, fold_: SubjectFold) -> ConfluentAvroFormat:
+def writer_struct(schema: RegisteredSchema) -> StructType:
+    """The columns of one registered writer schema, by its kind."""
+    if schema.kind == "AVRO":
+        return avro_struct(_parsed(schema.text))
+    if schema.kind == "JSON":
+        return json_schema_struct(_parsed(schema.text))
+    raise UnmappableSchema("", f"a {schema.kind} schema, which Floe does not map yet")
+
+
+def _parsed(text: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise UnmappableSchema("", f"the schema is not valid JSON: {exc}") from None
+
+
+def with_versions(fmt: ConfluentFormat, fold_: SubjectFold) -> ConfluentFormat:
     """``fmt`` told which schema ids the table now takes, and which it refuses and why."""
     return replace(
         fmt,
@@ -87,7 +105,7 @@ def with_versions(fmt: ConfluentAvroFormat, fold_: SubjectFold) -> ConfluentAvro
 class SubjectFollower:
     """Follows one table's subject on the driver: the versions it has seen, and what is new."""
 
-    def __init__(self, fmt: ConfluentAvroFormat, key: Sequence[str]) -> None:
+    def __init__(self, fmt: ConfluentFormat, key: Sequence[str]) -> None:
         assert fmt.subject is not None and fmt.registry_url is not None
         self.subject = fmt.subject
         self._registry = SchemaRegistryClient(fmt.registry_url, fmt.registry_timeout)
@@ -97,7 +115,7 @@ class SubjectFollower:
     @staticmethod
     def of(fmt: object, key: Sequence[str]) -> SubjectFollower | None:
         """The follower of a format that follows a subject, else None."""
-        if isinstance(fmt, ConfluentAvroFormat) and fmt.subject is not None and fmt.registry_url is not None:
+        if isinstance(fmt, ConfluentFormat) and fmt.subject is not None and fmt.registry_url is not None:
             return SubjectFollower(fmt, key)
         return None
 
@@ -118,7 +136,7 @@ def reader_schema_columns(text: str, key: Sequence[str]) -> Schema:
     return first_schema(avro_struct(json.loads(text)), key, -1).schema
 
 
-def start_fold(fmt: ConfluentAvroFormat, key: Sequence[str]) -> SubjectFold:
+def start_fold(fmt: ConfluentFormat, key: Sequence[str]) -> SubjectFold:
     """Every version of the format's subject folded from nothing: the schema a table following it starts from."""
     follower = SubjectFollower(fmt, key)
     return fold_versions(None, follower.new_versions(), key)

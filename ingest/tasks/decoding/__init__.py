@@ -1,7 +1,7 @@
 """Kafka value decoders: message bytes -> Python values for ``ingest.tasks.mapping``.
 
 A format is a small frozen dataclass (:class:`JsonFormat`, :class:`AvroFormat`,
-:class:`ConfluentAvroFormat`) that ships to executors inside the decode spec;
+:class:`ConfluentFormat`) that ships to executors inside the decode spec;
 :func:`decoder_for` builds its decoder there, once per process. A decoder's
 ``decode(payload)`` returns one record (a dict) or raises ``DecodeError``,
 and the record goes to the dead letters; any other exception (an unreachable
@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from typing import Any, Protocol, TypeAlias
 
-from ingest.tasks.decoding.avro_decoder import AvroDecoder, AvroFormat, ConfluentAvroDecoder, ConfluentAvroFormat
+from ingest.tasks.decoding.avro_decoder import AvroDecoder, AvroFormat
+from ingest.tasks.decoding.confluent_decoder import ConfluentDecoder, ConfluentFormat
 from ingest.tasks.decoding.json_decoder import JsonDecoder, JsonFormat
 from ingest.tasks.decoding.registry import (
+    RegisteredSchema,
     RegistryUnavailableError,
     SchemaDirectory,
     SchemaRegistryClient,
@@ -24,7 +26,7 @@ from ingest.tasks.decoding.registry import (
 from table.schema import Schema
 from table.types import DecimalType, IcebergType, NestedType
 
-Format: TypeAlias = JsonFormat | AvroFormat | ConfluentAvroFormat
+Format: TypeAlias = JsonFormat | AvroFormat | ConfluentFormat
 
 
 class Decoder(Protocol):
@@ -39,8 +41,8 @@ def decoder_for(fmt: Format, schema: Schema) -> Decoder:
         return JsonDecoder(exact_decimals=_has_decimals(schema.as_struct()))
     if isinstance(fmt, AvroFormat):
         return AvroDecoder(fmt)
-    if isinstance(fmt, ConfluentAvroFormat):
-        return ConfluentAvroDecoder(fmt)
+    if isinstance(fmt, ConfluentFormat):
+        return ConfluentDecoder(fmt, json=JsonDecoder(exact_decimals=_has_decimals(schema.as_struct())))
     raise TypeError(f"unknown value format {fmt!r}")
 
 
@@ -53,12 +55,13 @@ def _has_decimals(t: IcebergType) -> bool:
 __all__ = [
     "AvroDecoder",
     "AvroFormat",
-    "ConfluentAvroDecoder",
-    "ConfluentAvroFormat",
+    "ConfluentDecoder",
+    "ConfluentFormat",
     "Decoder",
     "Format",
     "JsonDecoder",
     "JsonFormat",
+    "RegisteredSchema",
     "RegistryUnavailableError",
     "SchemaDirectory",
     "SchemaRegistryClient",

@@ -1,9 +1,9 @@
-"""Writer schemas of Confluent-framed Avro messages, by schema id.
+"""Writer schemas of Confluent-framed messages, by schema id: Avro, JSON Schema or Protobuf.
 
-Two sources: a Confluent-compatible schema registry, of which only
-``GET /schemas/ids/{id}`` is needed (so a small stdlib client keeps executors
-free of the registry client's extra dependencies), and a local directory of
-``<id>.avsc`` files.
+Two sources: a Confluent-compatible schema registry, of which executors need
+only ``GET /schemas/ids/{id}`` and the driver the subject endpoints (so a
+small stdlib client keeps executors free of the registry client's extra
+dependencies), and a local directory of ``<id>.avsc`` files (Avro only).
 
 The two failure kinds are kept apart on purpose. An id the source does not
 know is a property of the record: :class:`UnknownSchemaError` sends it to the
@@ -47,11 +47,23 @@ class RegistryUnavailableError(RuntimeError):
     """The schema registry could not answer; the batch fails and is retried."""
 
 
+SCHEMA_KINDS = ("AVRO", "JSON", "PROTOBUF")
+"""The registry's schema types (``schemaType``; absent means Avro)."""
+
+
+@dataclass(frozen=True)
+class RegisteredSchema:
+    """One writer schema: its kind (one of :data:`SCHEMA_KINDS`) and its text as the registry keeps it."""
+
+    kind: str
+    text: str
+
+
 class WriterSchemas(Protocol):
     """Where writer schemas come from."""
 
-    def schema_text(self, schema_id: int) -> str:
-        """The Avro schema (JSON text) registered under ``schema_id``."""
+    def schema(self, schema_id: int) -> RegisteredSchema:
+        """The schema registered under ``schema_id``."""
         ...
 
 
@@ -79,11 +91,11 @@ class SchemaRegistryClient:
         """The registry's base URL, without credentials."""
         return self._base
 
-    def schema_text(self, schema_id: int) -> str:
+    def schema(self, schema_id: int) -> RegisteredSchema:
         body = self._get(f"/schemas/ids/{schema_id}", f"schema id {schema_id}")
         if body is None:
             raise UnknownSchemaError.for_id(schema_id, f"schema registry {self._base}")
-        return _avro_schema(body, schema_id)
+        return _registered(body, schema_id)
 
     def versions(self, subject: str) -> list[int]:
         """The versions registered under ``subject``, oldest first; empty when the subject has none."""
@@ -100,7 +112,7 @@ class SchemaRegistryClient:
         body = self._get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{version}", what)
         if not isinstance(body, dict) or not isinstance(body.get("id"), int):
             raise RegistryUnavailableError(f"schema registry {self._base} has no schema id for {what}")
-        return SubjectVersion(subject, version, body["id"], _avro_schema(body, body["id"]))
+        return SubjectVersion(subject, version, body["id"], _registered(body, body["id"]))
 
     def _get(self, path: str, what: str) -> object:
         """The JSON answer to ``GET path``; None for a 404. Any other failure is :class:`RegistryUnavailableError`."""
@@ -123,16 +135,18 @@ class SubjectVersion:
     subject: str
     version: int
     schema_id: int
-    schema_text: str
+    schema: RegisteredSchema
 
 
-def _avro_schema(body: object, schema_id: int) -> str:
+def _registered(body: object, schema_id: int) -> RegisteredSchema:
     if not isinstance(body, dict) or not isinstance(body.get("schema"), str):
         raise RegistryUnavailableError(f"schema registry answer for id {schema_id} has no 'schema' text")
-    kind = body.get("schemaType", "AVRO")
-    if kind != "AVRO":
-        raise DecodeError(f"schema id {schema_id} is a {kind} schema, not Avro")
-    return body["schema"]
+    kind = body.get("schemaType") or "AVRO"
+    if kind not in SCHEMA_KINDS:
+        raise DecodeError(f"schema id {schema_id} is a {kind} schema: Floe reads {', '.join(SCHEMA_KINDS)}")
+    if body.get("references"):
+        raise DecodeError(f"schema id {schema_id} refers to other schemas, which Floe does not follow yet")
+    return RegisteredSchema(kind, body["schema"])
 
 
 class SchemaDirectory:
@@ -141,8 +155,8 @@ class SchemaDirectory:
     def __init__(self, path: str) -> None:
         self._path = Path(path)
 
-    def schema_text(self, schema_id: int) -> str:
+    def schema(self, schema_id: int) -> RegisteredSchema:
         try:
-            return (self._path / f"{schema_id}.avsc").read_text(encoding="utf-8")
+            return RegisteredSchema("AVRO", (self._path / f"{schema_id}.avsc").read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise UnknownSchemaError.for_id(schema_id, f"schema directory {self._path}") from None
