@@ -68,8 +68,8 @@ class FormatConfig(Section):
 
     type: Literal["json", "avro", "confluent", "confluent-avro"] = Field(
         "json",
-        description="`json`, `avro` (plain binary Avro) or `confluent` (schema-registry framing: Avro or JSON "
-        "Schema, as the registry says; `confluent-avro` is its former name).",
+        description="`json`, `avro` (plain binary Avro) or `confluent` (schema-registry framing: Avro, JSON "
+        "Schema or Protobuf, as the registry says; `confluent-avro` is its former name).",
     )
     schema_file: ConfigPath | None = Field(
         None, description="Avro reader schema (.avsc); required for `avro`, optional for `confluent`."

@@ -112,7 +112,7 @@ class Registry:
             return self.status, {"error_code": self.status * 100, "message": "forced"}
         if self.auth is not None and auth != self.auth:
             return 401, {"error_code": 401, "message": "Unauthorized"}
-        prefix = "/schemas/ids/"
+        prefix, path = "/schemas/ids/", path.partition("?")[0]
         schema_id = int(path[len(prefix):]) if path.startswith(prefix) else -1
         if schema_id not in self.schemas:
             return 404, {"error_code": 40403, "message": "Schema not found"}
@@ -326,10 +326,10 @@ def test_credentials_in_the_url_are_sent_as_basic_auth(registry: Registry) -> No
         SchemaRegistryClient(registry.url).schema(1)
 
 
-def test_a_non_avro_schema_id_is_a_record_error(registry: Registry) -> None:
+def test_a_schema_floe_cannot_read_is_a_record_error(registry: Registry) -> None:
     registry.schemas[5] = {"schema": "syntax = 'proto3';", "schemaType": "PROTOBUF"}
     decoder = ConfluentDecoder(ConfluentFormat(registry_url=registry.url))
-    with pytest.raises(DecodeError, match="schema id 5 is a PROTOBUF schema, which Floe does not read yet"):
+    with pytest.raises(DecodeError, match="writer schema id 5: not a serialized Protobuf file descriptor"):
         decoder.decode(framed(5, V1, {"id": 1, "item": "pen"}))
 
 

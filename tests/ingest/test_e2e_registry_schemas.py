@@ -2,9 +2,10 @@
 
 Real Kafka, Spark and catalog; the producers are confluent-kafka's own ``AvroSerializer`` and
 ``SchemaRegistryClient``, registering every version in the tests' registry (tests/support/schema_registry.py).
-Three tables list no columns: an Avro append table, an Avro upsert table keyed by ``id``, and a JSON Schema
-append table (``JSONSerializer``). While ``floe ingest`` runs, the producers move through five versions of the
-value schema, the same in both formats:
+Four tables list no columns: an Avro append table, an Avro upsert table keyed by ``id``, a JSON Schema
+append table (``JSONSerializer``) and a Protobuf append table (``ProtobufSerializer``, whose message also
+has a ``oneof contact`` that version 2 extends with ``phone``). While ``floe ingest`` runs, the producers move
+through five versions of the value schema, the same in every format:
 
 1. ``id``, ``qty`` (int), ``note`` (string), ``ship`` {``city``}: the table is created from it;
 2. ``qty`` widened to long, ``ship.city`` made optional, ``ship.zip`` added (a nested field);
@@ -29,6 +30,7 @@ from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from prometheus_client import CollectorRegistry
 from pyiceberg.table import StaticTable
@@ -43,6 +45,7 @@ from service.local_kafka import free_port
 from table.io import FileIO
 from table.scan import TableScan
 from tests.ingest.e2e_support import consume_all
+from tests.support.protobuf_messages import message_classes
 from tests.support.schema_registry import SchemaRegistry
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.oracle]
@@ -85,6 +88,43 @@ def json_schema_text(version: int) -> str:
     return json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "title": "Order", **schema})
 
 
+def proto_classes(version: int) -> dict[str, Any]:
+    """Version ``version`` as Protobuf: the same fields; an optional one is a wrapper; ``oneof contact``."""
+    wrapped = {"string": "google.protobuf.StringValue"}
+    scalar = {"long": "int64", "int": "int32", "string": "string"}
+    order = [(n, "Ship" if isinstance(t, dict) else wrapped[t[1]] if isinstance(t, list) else scalar[t])
+             for n, t in VERSIONS[version]]
+    ship = SHIP1 if version == 0 else SHIP2
+    ship_fields = [(f["name"], wrapped[f["type"][1]] if isinstance(f["type"], list) else scalar[f["type"]])
+                   for f in ship["fields"]]
+    contact = ["email"] if version == 0 else ["email", "phone"]
+    return message_classes({"Order": order + [(c, "string") for c in contact], "Ship": ship_fields},
+                           oneofs={"Order": {"contact": contact}})
+
+
+def contact_of(version: int, record: dict[str, Any]) -> str:
+    return "email" if version == 0 or record["id"] % 2 == 0 else "phone"
+
+
+def proto_message(version: int, record: dict[str, Any], classes: dict[str, Any]) -> Any:
+    message = classes["Order"](id=record["id"], qty=record["qty"])
+    for name, target in (("note", message), ("tag", message)):
+        if name in record:
+            if version == 0 or name == "note":
+                setattr(target, name, record[name])
+            else:
+                getattr(target, name).value = record[name]
+    if version == 0:
+        message.ship.city = record["ship"]["city"]
+    else:
+        message.ship.city.value = record["ship"]["city"]
+        if record["ship"].get("zip") is not None:
+            message.ship.zip.value = record["ship"]["zip"]
+    contact = contact_of(version, record)
+    setattr(message, contact, f"{contact}-{record['id']}")
+    return message
+
+
 def value(version: int, i: int, key: int) -> dict[str, Any]:
     """Record ``i`` of ``version``: qty beyond an int's range from version 2 on."""
     names = {n for n, _ in VERSIONS[version]}
@@ -123,6 +163,7 @@ def config(tmp: Path, bootstrap: str, registry_url: str, topics: dict[str, str],
             {"identifier": "db.orders", "topics": [topics["append"]], "mode": "append", **common},
             {"identifier": "db.items", "topics": [topics["upsert"]], "mode": "upsert", "key": ["id"], **common},
             {"identifier": "db.events", "topics": [topics["json"]], "mode": "append", **common},
+            {"identifier": "db.proto", "topics": [topics["proto"]], "mode": "append", **common},
         ],
     }
 
@@ -137,11 +178,15 @@ class Producers:
             "avro": [AvroSerializer(client, schema_text(v)) for v in range(len(VERSIONS))],
             "json": [JSONSerializer(json_schema_text(v), client) for v in range(len(VERSIONS))],
         }
+        self._protos = [proto_classes(v) for v in range(len(VERSIONS))]
+        self._serializers["proto"] = [
+            ProtobufSerializer(c["Order"], client, {"use.deprecated.format": False}) for c in self._protos]
 
     def send(self, topic: str, version: int, records: list[dict[str, Any]], kind: str = "avro") -> None:
         serialize = self._serializers[kind][version]
         for record in records:
-            payload = serialize(record, SerializationContext(topic, MessageField.VALUE))
+            datum = proto_message(version, record, self._protos[version]) if kind == "proto" else record
+            payload = serialize(datum, SerializationContext(topic, MessageField.VALUE))
             self._producer.produce(topic, key=str(record["id"]).encode(), value=payload)
         assert self._producer.flush(30) == 0
 
@@ -163,8 +208,9 @@ def test_tables_follow_the_registry_and_evolve_while_ingest_runs(
     spark, kafka_bootstrap, new_topic, iceberg_oracle, tmp_path, caplog
 ):
     caplog.set_level("INFO", logger="floe.ingest")
-    topics = {"append": new_topic("reg-append"), "upsert": new_topic("reg-upsert"), "json": new_topic("reg-json")}
-    tables = {"append": "db.orders", "upsert": "db.items", "json": "db.events"}
+    topics = {"append": new_topic("reg-append"), "upsert": new_topic("reg-upsert"), "json": new_topic("reg-json"),
+              "proto": new_topic("reg-proto")}
+    tables = {"append": "db.orders", "upsert": "db.items", "json": "db.events", "proto": "db.proto"}
     dead_letters = new_topic("reg-dead")
     registry = SchemaRegistry()
     url = registry.serve()
@@ -179,11 +225,15 @@ def test_tables_follow_the_registry_and_evolve_while_ingest_runs(
                 n = sent[kind] + i
                 key = (version * 7 + i) % KEYS if kind == "upsert" else n
                 records.append(value(version, n, key))
-            producers.send(topic, version, records, "json" if kind == "json" else "avro")
+            producers.send(topic, version, records, kind if kind in ("json", "proto") else "avro")
             sent[kind] += len(records)
             if version != 3:
                 for record in records:
-                    expected[kind][record["id"]] = expected_row(version, record)
+                    row = expected_row(version, record)
+                    if kind == "proto":
+                        contact = contact_of(version, record)
+                        row.update({"email": None, "phone": None, contact: f"{contact}-{record['id']}"})
+                    expected[kind][record["id"]] = row
 
     send(0)  # the subjects have their first version before Floe starts
     stop, metrics = threading.Event(), CollectorRegistry()
@@ -208,11 +258,17 @@ def test_tables_follow_the_registry_and_evolve_while_ingest_runs(
         with SqlCatalog(f"sqlite:///{tmp_path / 'catalog.db'}", str(tmp_path / "warehouse")) as catalog:
             loaded = catalog.load_table(identifier)
         schema = loaded.metadata.schema()
-        assert [(f.name, str(f.field_type), f.required) for f in schema.fields] == [
-            ("id", "long", True), ("qty", "long", True), ("note", "string", False),
-            ("ship", "struct<5: city: optional string, 6: zip: optional string>", True), ("tag", "string", False),
-        ], identifier
-        assert [f.field_id for f in schema.fields] == [1, 2, 3, 4, 7], "ids kept, new ones after the last"
+        if kind == "proto":  # a message field has presence; the oneof's members are optional columns
+            assert [(f.field_id, f.name, str(f.field_type), f.required) for f in schema.fields] == [
+                (1, "id", "long", True), (2, "qty", "long", True), (3, "note", "string", False),
+                (4, "ship", "struct<6: city: optional string, 7: zip: optional string>", False),
+                (5, "email", "string", False), (8, "phone", "string", False), (9, "tag", "string", False)]
+        else:
+            assert [(f.name, str(f.field_type), f.required) for f in schema.fields] == [
+                ("id", "long", True), ("qty", "long", True), ("note", "string", False),
+                ("ship", "struct<5: city: optional string, 6: zip: optional string>", True), ("tag", "string", False),
+            ], identifier
+            assert [f.field_id for f in schema.fields] == [1, 2, 3, 4, 7], "ids kept, new ones after the last"
         floe = rows_by(TableScan(FileIO.for_location(loaded.metadata_location), loaded.metadata).to_arrow(), "id")
         pyiceberg = rows_by(StaticTable.from_metadata(loaded.metadata_location).scan().to_arrow(), "id")
         java = rows_by(iceberg_oracle.call("tests.support.oracle_ops:read_by_metadata_location",
@@ -229,13 +285,13 @@ def test_tables_follow_the_registry_and_evolve_while_ingest_runs(
         assert "(version 5 of" in changes[3] and "add column tag (string)" in changes[3]
 
     evolved = [r.getMessage() for r in caplog.records if "evolved for schema id" in r.getMessage()]
-    assert len(evolved) == 3 * 3, evolved  # versions 2, 3 and 5 of each table
+    assert len(evolved) == 4 * 3, evolved  # versions 2, 3 and 5 of each table
     refused = [r for r in caplog.records if "refused" in r.getMessage() and "(version 4 of" in r.getMessage()]
-    assert len(refused) == 3, [r.getMessage() for r in refused]
+    assert len(refused) == 4, [r.getMessage() for r in refused]
     assert metrics.get_sample_value("floe_ingest_schema_changes_total", {"table": "db.items", "result": "refused"}) == 1
 
-    letters = consume_all(kafka_bootstrap, dead_letters, 3 * PER_VERSION)
-    assert len(letters) == 3 * PER_VERSION
+    letters = consume_all(kafka_bootstrap, dead_letters, 4 * PER_VERSION)
+    assert len(letters) == 4 * PER_VERSION
     reasons = {dict(m.headers())[ERROR_MESSAGE].decode() for m in letters}
     assert all("refused: column 'qty' is long in the table and string in the writer schema" in r for r in reasons)
-    assert len(reasons) == 3 and all("(version 4 of reg-" in r for r in reasons)  # one per subject
+    assert len(reasons) == 4 and all("(version 4 of reg-" in r for r in reasons)  # one per subject

@@ -253,3 +253,59 @@ def test_a_json_schema_that_refers_to_itself_is_refused() -> None:
               "$defs": {"Node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Node"}}}}}
     with pytest.raises(UnmappableSchema, match="contains itself"):
         json_schema_struct(schema)
+
+
+# ---------------------------------------------------------------------------
+# Protobuf: one case per row of its mapping table
+# ---------------------------------------------------------------------------
+
+import base64  # noqa: E402
+
+from ingest.driver.writer_schemas.protobuf_types import protobuf_struct  # noqa: E402
+from tests.support.protobuf_messages import message_classes  # noqa: E402
+
+PROTO_MAPPING = [
+    ("double", "double", True), ("float", "float", True), ("bool", "boolean", True), ("string", "string", True),
+    ("bytes", "binary", True), ("int32", "int", True), ("sint32", "int", True), ("sfixed32", "int", True),
+    ("int64", "long", True), ("sint64", "long", True), ("sfixed64", "long", True), ("uint32", "long", True),
+    ("fixed32", "long", True), ("uint64", "long", True), ("fixed64", "long", True), ("Color", "string", True),
+    ("optional int64", "long", False), ("Inner", "struct<x: required string>", False),
+    ("repeated int64", "list<required long>", True), ("map<string, int64>", "map<string, required long>", True),
+    ("google.protobuf.Timestamp", "timestamptz", False), ("google.protobuf.Int64Value", "long", False),
+    ("google.protobuf.Int32Value", "int", False), ("google.protobuf.UInt32Value", "long", False),
+    ("google.protobuf.UInt64Value", "long", False), ("google.protobuf.DoubleValue", "double", False),
+    ("google.protobuf.FloatValue", "float", False), ("google.protobuf.BoolValue", "boolean", False),
+    ("google.protobuf.StringValue", "string", False), ("google.protobuf.BytesValue", "binary", False),
+]
+
+
+def _serialized(cls: type) -> str:
+    return base64.b64encode(cls.DESCRIPTOR.file.serialized_pb).decode()
+
+
+@pytest.mark.parametrize(("proto", "iceberg", "required"), PROTO_MAPPING,
+                         ids=[f"{m[0]}-{i}" for i, m in enumerate(PROTO_MAPPING)])
+def test_each_protobuf_type_maps_to_its_iceberg_type(proto: str, iceberg: str, required: bool) -> None:
+    classes = message_classes({"Value": [("v", proto)], "Inner": [("x", "string")]}, enums={"Color": ["RED", "GREEN"]})
+    (field,) = protobuf_struct(_serialized(classes["Value"])).fields
+    assert (field.required, type_text(field.field_type)) == (required, iceberg)
+
+
+def test_a_oneof_is_its_members_each_optional_and_the_table_is_the_first_message() -> None:
+    classes = message_classes({"Order": [("id", "int64"), ("email", "string"), ("phone", "string")], "Other": []},
+                              oneofs={"Order": {"contact": ["email", "phone"]}})
+    struct = protobuf_struct(_serialized(classes["Order"]))
+    assert [(f.name, f.required) for f in struct.fields] == [("id", True), ("email", False), ("phone", False)]
+
+
+def test_a_message_that_contains_itself_is_refused() -> None:
+    classes = message_classes({"Node": [("next", "Node")]})
+    with pytest.raises(UnmappableSchema, match="field next: message shop.Node contains itself"):
+        protobuf_struct(_serialized(classes["Node"]))
+
+
+def test_a_schema_given_as_proto_text_is_refused_as_not_a_serialized_descriptor() -> None:
+    text = _serialized(message_classes({"V": [("v", "string")]})["V"])
+    with pytest.raises(UnmappableSchema, match="not a serialized Protobuf file descriptor"):
+        protobuf_struct("syntax = 'proto3'; message V { string v = 1; }")
+    assert protobuf_struct(text).fields[0].name == "v"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from ingest.driver.writer_schemas.avro_types import UnmappableSchema, avro_struct
 from ingest.driver.writer_schemas.fold import Folded, WriterSchemaRefused, first_schema, fold
 from ingest.driver.writer_schemas.json_schema_types import json_schema_struct
+from ingest.driver.writer_schemas.protobuf_types import protobuf_struct
 from ingest.tasks.decoding import ConfluentFormat, SchemaRegistryClient
 from ingest.tasks.decoding.registry import RegisteredSchema, SubjectVersion
 from table.schema import Schema
@@ -83,7 +84,9 @@ def writer_struct(schema: RegisteredSchema) -> StructType:
         return avro_struct(_parsed(schema.text))
     if schema.kind == "JSON":
         return json_schema_struct(_parsed(schema.text))
-    raise UnmappableSchema("", f"a {schema.kind} schema, which Floe does not map yet")
+    if schema.kind == "PROTOBUF":
+        return protobuf_struct(schema.text)
+    raise UnmappableSchema("", f"a {schema.kind} schema, which Floe does not map")
 
 
 def _parsed(text: str) -> object:

@@ -1,8 +1,9 @@
 """Confluent-framed values: magic byte 0, the writer schema's id (4 bytes, big endian), then the value.
 
 The registry says what each id is (``ingest.tasks.decoding.registry``): an Avro schema, whose datum follows
-the header in Avro's binary encoding; or a JSON Schema, whose value follows as JSON text. Each id's reader
-is made once and cached.
+the header in Avro's binary encoding; a JSON Schema, whose value follows as JSON text; or a Protobuf file,
+whose message follows its message indexes (``ingest.tasks.decoding.protobuf_decoder``). Each id's reader is
+made once and cached.
 
 Avro is read with fastavro's schema resolution into ``reader_schema`` when one is configured, else with its
 own writer schema; either way ``ingest.tasks.mapping`` matches the fields to the table's columns by name.
@@ -18,6 +19,7 @@ from typing import Any
 
 from ingest.tasks.decoding.avro_decoder import ParsedSchema, parse_avro_schema, read_datum
 from ingest.tasks.decoding.json_decoder import JsonDecoder
+from ingest.tasks.decoding.protobuf_decoder import ProtobufReader
 from ingest.tasks.decoding.registry import (
     RegisteredSchema,
     SchemaDirectory,
@@ -140,7 +142,12 @@ class ConfluentDecoder:
         if registered.kind == "JSON":
             _check_json_schema(registered.text, schema_id)
             return lambda payload: self._json.decode(payload[HEADER_SIZE:])
-        raise ValueError(f"schema id {schema_id} is a {registered.kind} schema, which Floe does not read yet")
+        if registered.kind == "PROTOBUF":
+            try:
+                return ProtobufReader(registered.text, HEADER_SIZE)
+            except ValueError as exc:
+                raise ValueError(f"writer schema id {schema_id}: {exc}") from None
+        raise ValueError(f"schema id {schema_id} is a {registered.kind} schema, which Floe does not read")
 
 
 def _check_json_schema(text: str, schema_id: int) -> None:

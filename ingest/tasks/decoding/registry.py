@@ -92,9 +92,12 @@ class SchemaRegistryClient:
         return self._base
 
     def schema(self, schema_id: int) -> RegisteredSchema:
-        body = self._get(f"/schemas/ids/{schema_id}", f"schema id {schema_id}")
+        path, what = f"/schemas/ids/{schema_id}", f"schema id {schema_id}"
+        body = self._get(path, what)
         if body is None:
             raise UnknownSchemaError.for_id(schema_id, f"schema registry {self._base}")
+        if _needs_serialized(body):
+            body = self._get(path + "?format=serialized", what)
         return _registered(body, schema_id)
 
     def versions(self, subject: str) -> list[int]:
@@ -109,7 +112,10 @@ class SchemaRegistryClient:
     def version(self, subject: str, version: int) -> SubjectVersion:
         """One version of ``subject``: its schema id and Avro schema text."""
         what = f"version {version} of subject {subject}"
-        body = self._get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{version}", what)
+        path = f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{version}"
+        body = self._get(path, what)
+        if _needs_serialized(body):
+            body = self._get(path + "?format=serialized", what)
         if not isinstance(body, dict) or not isinstance(body.get("id"), int):
             raise RegistryUnavailableError(f"schema registry {self._base} has no schema id for {what}")
         return SubjectVersion(subject, version, body["id"], _registered(body, body["id"]))
@@ -136,6 +142,17 @@ class SubjectVersion:
     version: int
     schema_id: int
     schema: RegisteredSchema
+
+
+def _needs_serialized(body: object) -> bool:
+    """A Protobuf schema given as ``.proto`` text (a registry's default): Floe reads the serialized descriptor."""
+    if not isinstance(body, dict) or body.get("schemaType") != "PROTOBUF" or not isinstance(body.get("schema"), str):
+        return False
+    try:
+        base64.b64decode(body["schema"].encode("ascii"), validate=True)
+    except (ValueError, UnicodeEncodeError):
+        return True
+    return False
 
 
 def _registered(body: object, schema_id: int) -> RegisteredSchema:
