@@ -13,6 +13,9 @@ In one run, on one local Kafka broker and Spark in local mode, every contender
   on Spark's source with each key's last change chosen after an exchange by
   key (``floe.upsert.direct-write-max-records`` 0), is the upsert target's
   reference.
+* **Floe append in the registry's formats**, on Floe's source: the same rows as Confluent-framed Avro and
+  Protobuf (``bench/formats.py``, confluent-kafka's own serializers against the tests' schema registry),
+  beside JSON (issue 33).
 * **Iceberg's Spark sink** (append): the same records, parsed with Spark's
   ``from_json`` and written by ``writeStream.format("iceberg")``, in a separate
   Spark process whose classpath has the spark-kafka and iceberg-oracle jar
@@ -63,12 +66,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
+from bench.formats import framed  # noqa: E402
 from bench.orders import ORDERS  # noqa: E402
+from tests.support.schema_registry import SchemaRegistry  # noqa: E402
 from commit.catalog.base import Catalog
 from commit.catalog.sql.catalog import SqlCatalog
 from commit.exactly_once import committed_batch  # noqa: E402
 from ingest.tasks.changes import OpField  # noqa: E402
 from ingest.tasks.decode_records import INTERNAL_FIELDS, DecodeSpec, decode_records  # noqa: E402
+from ingest.tasks.decoding import ConfluentFormat, JsonFormat  # noqa: E402
 from ingest.job import CatalogSpec, IngestJob, SourceSpec, TableSpec, TriggerSpec  # noqa: E402
 
 SCHEMA = ORDERS
@@ -76,6 +82,8 @@ SPARK_DDL = "id bigint, customer string, amount double, event_ts timestamp, stat
 STATUSES = ("new", "paid", "shipped", "cancelled")
 SPARK_CONF = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "4"}
 MAX_OFFSETS = 250_000
+FORMATS = ("avro", "protobuf")
+"""The registry formats Floe append lands beside JSON, on Floe's source."""
 WARM_UP_S = 15
 
 
@@ -154,10 +162,12 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> str:
 
 def floe_job(bootstrap: str, topic: str, work: Path, mode: str, *, trigger: TriggerSpec,
              max_offsets: Optional[int] = MAX_OFFSETS, reader: str = "spark", tag: str = "",
-             direct: bool = True) -> IngestJob:
+             direct: bool = True, registry_url: Optional[str] = None) -> IngestJob:
     """Floe's job on ``topic``; ``direct`` False: upserts always take the exchange by key (the upsert
-    before issue 17's direct upsert)."""
-    decode = DecodeSpec(SCHEMA, mode=mode, op_field=OpField() if mode == "upsert" else None)  # type: ignore[arg-type]
+    before issue 17's direct upsert); ``registry_url``: values are Confluent-framed."""
+    fmt = JsonFormat() if registry_url is None else ConfluentFormat(registry_url=registry_url)
+    decode = DecodeSpec(SCHEMA, format=fmt, mode=mode,  # type: ignore[arg-type]
+                        op_field=OpField() if mode == "upsert" else None)
     name = f"{topic.replace('-', '_')}{tag}"
     properties = {} if direct else {"floe.upsert.direct-write-max-records": "0"}
     return IngestJob(
@@ -442,6 +452,15 @@ def bench(args: argparse.Namespace, bootstrap: str, work: Path) -> None:
         produce(bootstrap, topic, events)
     print(f"{n:,} events per mode, {input_mb(appends) / n * 1e6:.0f} bytes each (append), work dir {work}", flush=True)
 
+    registry = SchemaRegistry()
+    registry_url = registry.serve()
+    format_mb = {}
+    for kind in FORMATS:
+        events = framed(appends, kind, registry_url, f"bench-append-{kind}")
+        create_topic(bootstrap, f"bench-append-{kind}", 4)
+        produce(bootstrap, f"bench-append-{kind}", events)
+        format_mb[f"floe append {kind}, python source"] = input_mb(events)
+        print(f"{kind}: {format_mb[f'floe append {kind}, python source'] / n * 1e6:.0f} bytes per event", flush=True)
     spark = build_spark_session("floe-bench", SPARK_CONF)
     warm = create_topic(bootstrap, "bench-warmup", 4)
     produce(bootstrap, warm, append_events(20_000))
@@ -455,6 +474,12 @@ def bench(args: argparse.Namespace, bootstrap: str, work: Path) -> None:
                            reader=reader, tag=f"_{reader}_{direct}_{round_}", direct=direct)
             results.setdefault(name, []).append(run_floe(spark, job, n))
             print(f"round {round_ + 1}: {name}: {n / results[name][-1]['wall_s']:,.0f} rec/s", flush=True)
+        for kind in FORMATS:
+            name = f"floe append {kind}, python source"
+            job = floe_job(bootstrap, f"bench-append-{kind}", work, "append", trigger=TriggerSpec(available_now=True),
+                           reader="python", tag=f"_{kind}_{round_}", registry_url=registry_url)
+            results.setdefault(name, []).append(run_floe(spark, job, n))
+            print(f"round {round_ + 1}: {name}: {n / results[name][-1]['wall_s']:,.0f} rec/s", flush=True)
         results.setdefault("spark kafka source, noop sink", []).append(noop_sink(spark, bootstrap, work, round_))
         results.setdefault("iceberg spark sink append", []).append(
             run_iceberg_sink(bootstrap, "bench-append", work / f"iceberg-{round_}"))
@@ -462,8 +487,9 @@ def bench(args: argparse.Namespace, bootstrap: str, work: Path) -> None:
     fresh = {reader: freshness(spark, bootstrap, work, args.rate, args.fresh_seconds, reader)
              for reader in ("spark", "python")}
     spark.stop()
+    registry.close()
     top = ceiling(appends, work)
-    mb = {name: input_mb(upserts if "upsert" in name else appends) for name in results}
+    mb = {name: format_mb.get(name) or input_mb(upserts if "upsert" in name else appends) for name in results}
     report(results, top, fresh, mb)
 
 
@@ -528,6 +554,9 @@ def report(results: dict[str, list[dict[str, float]]], top: dict[str, float], fr
           f"{best['floe upsert'] / best['floe upsert, exchange (before)']:.2f}")
     for label, ratio, target in targets:
         print(f"  {label}: {ratio:.2f} (target >= {target}: {'PASS' if ratio >= target else 'FAIL'})")
+    json_rate = best["floe append, python source"]
+    for kind in FORMATS:
+        print(f"  floe append {kind} / json, python source: {best[f'floe append {kind}, python source'] / json_rate:.2f}")
     for reader, f in fresh.items():
         verdict = "PASS" if f["p99_s"] <= 2.0 else "FAIL"
         print(f"\nfreshness, {reader} source, at {f['rate']:.0f} rec/s, 1 s trigger, {f['records']:,.0f} records: "
