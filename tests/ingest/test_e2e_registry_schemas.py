@@ -20,12 +20,16 @@ log line and one snapshot summary entry naming the schema id; the refused versio
 from __future__ import annotations
 
 import json
+import random
+import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
+import yaml
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
@@ -38,13 +42,15 @@ from pyiceberg.table import StaticTable
 from commit.catalog.sql.catalog import SqlCatalog
 from commit.exactly_once import committed_offsets
 from ingest.driver.writer_schemas.subject import SCHEMA_CHANGE
-from ingest.tasks.dead_letters import ERROR_MESSAGE
+from ingest.tasks.dead_letters import ERROR_MESSAGE, SOURCE_OFFSET, SOURCE_TOPIC
 from service.config import parse_config
 from service.ingest_command import EXIT_STOPPED, run_ingest_service
 from service.local_kafka import free_port
 from table.io import FileIO
 from table.scan import TableScan
-from tests.ingest.e2e_support import consume_all
+from tests.ingest.e2e_support import REPO, consume_all
+from tests.ingest.test_e2e_crashes import kill_group
+from tests.service.test_sigterm import FLOE, start_floe
 from tests.support.protobuf_messages import message_classes
 from tests.support.schema_registry import SchemaRegistry
 
@@ -191,8 +197,8 @@ class Producers:
         assert self._producer.flush(30) == 0
 
 
-def wait_until_landed(tmp: Path, identifier: str, topic: str, end: int, alive: threading.Thread) -> None:
-    """Until the table's commits cover ``topic`` to ``end`` (dead letters included)."""
+def wait_until_landed(tmp: Path, identifier: str, topic: str, end: int, alive: Callable[[], bool]) -> None:
+    """Until the table's commits cover ``topic`` to ``end`` (dead letters included), while ``alive()``."""
     deadline = time.monotonic() + 180
     while True:
         with SqlCatalog(f"sqlite:///{tmp / 'catalog.db'}", str(tmp / "warehouse")) as catalog:
@@ -200,40 +206,80 @@ def wait_until_landed(tmp: Path, identifier: str, topic: str, end: int, alive: t
                 metadata = catalog.load_table(identifier).metadata
                 if committed_offsets(metadata).get(topic, {}).get(0, 0) >= end:
                     return
-        assert alive.is_alive() and time.monotonic() < deadline, f"{identifier} should land {topic} to {end}"
+        assert alive() and time.monotonic() < deadline, f"{identifier} should land {topic} to {end}"
         time.sleep(0.5)
 
 
-def test_tables_follow_the_registry_and_evolve_while_ingest_runs(
-    spark, kafka_bootstrap, new_topic, iceberg_oracle, tmp_path, caplog
-):
-    caplog.set_level("INFO", logger="floe.ingest")
-    topics = {"append": new_topic("reg-append"), "upsert": new_topic("reg-upsert"), "json": new_topic("reg-json"),
-              "proto": new_topic("reg-proto")}
-    tables = {"append": "db.orders", "upsert": "db.items", "json": "db.events", "proto": "db.proto"}
-    dead_letters = new_topic("reg-dead")
-    registry = SchemaRegistry()
-    url = registry.serve()
-    producers = Producers(kafka_bootstrap, url)
-    expected: dict[str, dict[Any, dict[str, Any]]] = {kind: {} for kind in topics}
-    sent = {kind: 0 for kind in topics}
+def check_table(tmp: Path, kind: str, identifier: str, expected: dict[Any, dict[str, Any]], oracle: Any) -> Any:
+    """The table's evolved columns, and its rows as Floe, pyiceberg and Iceberg Java read them."""
+    with SqlCatalog(f"sqlite:///{tmp / 'catalog.db'}", str(tmp / "warehouse")) as catalog:
+        loaded = catalog.load_table(identifier)
+    schema = loaded.metadata.schema()
+    if kind == "proto":  # a message field has presence; the oneof's members are optional columns
+        assert [(f.field_id, f.name, str(f.field_type), f.required) for f in schema.fields] == [
+            (1, "id", "long", True), (2, "qty", "long", True), (3, "note", "string", False),
+            (4, "ship", "struct<6: city: optional string, 7: zip: optional string>", False),
+            (5, "email", "string", False), (8, "phone", "string", False), (9, "tag", "string", False)]
+    else:
+        assert [(f.name, str(f.field_type), f.required) for f in schema.fields] == [
+            ("id", "long", True), ("qty", "long", True), ("note", "string", False),
+            ("ship", "struct<5: city: optional string, 6: zip: optional string>", True), ("tag", "string", False),
+        ], identifier
+        assert [f.field_id for f in schema.fields] == [1, 2, 3, 4, 7], "ids kept, new ones after the last"
+    floe = rows_by(TableScan(FileIO.for_location(loaded.metadata_location), loaded.metadata).to_arrow(), "id")
+    pyiceberg = rows_by(StaticTable.from_metadata(loaded.metadata_location).scan().to_arrow(), "id")
+    java = rows_by(oracle.call("tests.support.oracle_ops:read_by_metadata_location",
+                               metadata_location=loaded.metadata_location), "id")
+    assert floe == expected, f"Floe reads {identifier}"
+    assert pyiceberg == expected, f"pyiceberg reads {identifier}"
+    assert java == expected, f"Iceberg Java reads {identifier}"
+    return loaded
 
-    def send(version: int) -> None:
-        for kind, topic in topics.items():
+
+TOPICS = {"append": "reg-append", "upsert": "reg-upsert", "json": "reg-json", "proto": "reg-proto"}
+TABLES = {"append": "db.orders", "upsert": "db.items", "json": "db.events", "proto": "db.proto"}
+
+
+class Stream:
+    """The four topics, their producers, and what each table should hold after the versions sent so far."""
+
+    def __init__(self, new_topic: Callable[[str], str], bootstrap: str, registry_url: str) -> None:
+        self.topics = {kind: new_topic(prefix) for kind, prefix in TOPICS.items()}
+        self.producers = Producers(bootstrap, registry_url)
+        self.expected: dict[str, dict[Any, dict[str, Any]]] = {kind: {} for kind in TOPICS}
+        self.sent = {kind: 0 for kind in TOPICS}
+
+    def send(self, version: int) -> None:
+        for kind, topic in self.topics.items():
             records = []
             for i in range(PER_VERSION):
-                n = sent[kind] + i
+                n = self.sent[kind] + i
                 key = (version * 7 + i) % KEYS if kind == "upsert" else n
                 records.append(value(version, n, key))
-            producers.send(topic, version, records, kind if kind in ("json", "proto") else "avro")
-            sent[kind] += len(records)
+            self.producers.send(topic, version, records, kind if kind in ("json", "proto") else "avro")
+            self.sent[kind] += len(records)
             if version != 3:
                 for record in records:
                     row = expected_row(version, record)
                     if kind == "proto":
                         contact = contact_of(version, record)
                         row.update({"email": None, "phone": None, contact: f"{contact}-{record['id']}"})
-                    expected[kind][record["id"]] = row
+                    self.expected[kind][record["id"]] = row
+
+    def wait_until_landed(self, tmp: Path, alive: Callable[[], bool]) -> None:
+        for kind, identifier in TABLES.items():
+            wait_until_landed(tmp, identifier, self.topics[kind], self.sent[kind], alive)
+
+
+def test_tables_follow_the_registry_and_evolve_while_ingest_runs(
+    spark, kafka_bootstrap, new_topic, iceberg_oracle, tmp_path, caplog
+):
+    caplog.set_level("INFO", logger="floe.ingest")
+    dead_letters = new_topic("reg-dead")
+    registry = SchemaRegistry()
+    url = registry.serve()
+    stream = Stream(new_topic, kafka_bootstrap, url)
+    topics, tables, expected, send = stream.topics, TABLES, stream.expected, stream.send
 
     send(0)  # the subjects have their first version before Floe starts
     stop, metrics = threading.Event(), CollectorRegistry()
@@ -246,8 +292,7 @@ def test_tables_follow_the_registry_and_evolve_while_ingest_runs(
         for version in range(len(VERSIONS)):
             if version:
                 send(version)
-            for kind, identifier in tables.items():
-                wait_until_landed(tmp_path, identifier, topics[kind], sent[kind], thread)
+            stream.wait_until_landed(tmp_path, thread.is_alive)
     finally:
         stop.set()
         thread.join(180)
@@ -255,27 +300,7 @@ def test_tables_follow_the_registry_and_evolve_while_ingest_runs(
     assert result == {"code": EXIT_STOPPED}
 
     for kind, identifier in tables.items():
-        with SqlCatalog(f"sqlite:///{tmp_path / 'catalog.db'}", str(tmp_path / "warehouse")) as catalog:
-            loaded = catalog.load_table(identifier)
-        schema = loaded.metadata.schema()
-        if kind == "proto":  # a message field has presence; the oneof's members are optional columns
-            assert [(f.field_id, f.name, str(f.field_type), f.required) for f in schema.fields] == [
-                (1, "id", "long", True), (2, "qty", "long", True), (3, "note", "string", False),
-                (4, "ship", "struct<6: city: optional string, 7: zip: optional string>", False),
-                (5, "email", "string", False), (8, "phone", "string", False), (9, "tag", "string", False)]
-        else:
-            assert [(f.name, str(f.field_type), f.required) for f in schema.fields] == [
-                ("id", "long", True), ("qty", "long", True), ("note", "string", False),
-                ("ship", "struct<5: city: optional string, 6: zip: optional string>", True), ("tag", "string", False),
-            ], identifier
-            assert [f.field_id for f in schema.fields] == [1, 2, 3, 4, 7], "ids kept, new ones after the last"
-        floe = rows_by(TableScan(FileIO.for_location(loaded.metadata_location), loaded.metadata).to_arrow(), "id")
-        pyiceberg = rows_by(StaticTable.from_metadata(loaded.metadata_location).scan().to_arrow(), "id")
-        java = rows_by(iceberg_oracle.call("tests.support.oracle_ops:read_by_metadata_location",
-                                           metadata_location=loaded.metadata_location), "id")
-        assert floe == expected[kind], f"Floe reads {identifier}"
-        assert pyiceberg == expected[kind], f"pyiceberg reads {identifier}"
-        assert java == expected[kind], f"Iceberg Java reads {identifier}"
+        loaded = check_table(tmp_path, kind, identifier, expected[kind], iceberg_oracle)
         changes = [s.summary.get(SCHEMA_CHANGE) for s in loaded.metadata.snapshots if s.summary.get(SCHEMA_CHANGE)]
         assert len(changes) == 4, changes  # versions 2 to 5, one landing each
         assert "(version 2 of" in changes[0] and "widen column qty from int to long" in changes[0]
@@ -295,3 +320,72 @@ def test_tables_follow_the_registry_and_evolve_while_ingest_runs(
     reasons = {dict(m.headers())[ERROR_MESSAGE].decode() for m in letters}
     assert all("refused: column 'qty' is long in the table and string in the writer schema" in r for r in reasons)
     assert len(reasons) == 4 and all("(version 4 of reg-" in r for r in reasons)  # one per subject
+
+
+def compacted(tmp: Path) -> bool:
+    with SqlCatalog(f"sqlite:///{tmp / 'catalog.db'}", str(tmp / "warehouse")) as catalog:
+        return any(s.summary.get("operation") == "replace"
+                   for t in TABLES.values() if catalog.table_exists(t) for s in catalog.load_table(t).metadata.snapshots)
+
+
+def logged_change(log: Path, version: int) -> bool:
+    """Whether the run's log has a table's line about ``version`` (1-based in the registry)."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return f"(version {version} of reg-" in text
+
+
+def test_tables_follow_the_registry_through_three_sigkills_with_the_compactor_alongside(
+    kafka_bootstrap, new_topic, iceberg_oracle, tmp_path
+):
+    """``floe ingest`` (a shared query) is SIGKILLed three times, each soon after a table took a new version
+    (a state of the run, not a time), so a kill falls between a table's evolution and its data commit, or
+    after both; ``floe compact`` runs throughout. Every row lands exactly once, with the evolved columns."""
+    dead_letters = new_topic("reg-dead")
+    registry = SchemaRegistry()
+    url = registry.serve()
+    stream = Stream(new_topic, kafka_bootstrap, url)
+    raw = config(tmp_path, kafka_bootstrap, url, stream.topics, dead_letters)
+    raw.update(ingest={"query": "shared"}, log_format="json",
+               compaction={"interval": "5s", "jitter": "0s", "rewrite_options": {"min-input-files": "2"}})
+    path = tmp_path / "floe.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    stream.send(0)
+    with (tmp_path / "compact.log").open("wb") as out:
+        compactor = subprocess.Popen([*FLOE, "compact", "--config", str(path)], cwd=REPO, stdout=out,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+    rng = random.Random(33)
+    runs = 0
+    ingest = start_floe(path, tmp_path / "run-0.log")
+    try:
+        for version in range(len(VERSIONS)):
+            if version:
+                stream.send(version)
+            if version in (1, 2, 4):
+                log = tmp_path / f"run-{runs}.log"
+                deadline = time.monotonic() + 180
+                while not logged_change(log, version + 1):
+                    assert ingest.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+                    time.sleep(0.2)
+                time.sleep(rng.random())
+                assert kill_group(ingest), "the SIGKILL ended the run"
+                runs += 1
+                ingest = start_floe(path, tmp_path / f"run-{runs}.log")
+            stream.wait_until_landed(tmp_path, lambda: ingest.poll() is None and compactor.poll() is None)
+        deadline = time.monotonic() + 180
+        while not compacted(tmp_path):  # the compactor has rewritten files of an evolved table
+            assert compactor.poll() is None and time.monotonic() < deadline, "a compaction commit"
+            time.sleep(0.5)
+    finally:
+        ingest.send_signal(signal.SIGTERM)
+        ingest.wait(240)
+        compactor.send_signal(signal.SIGTERM)
+        code = compactor.wait(120)
+        registry.close()
+    assert code == 3, (tmp_path / "compact.log").read_text()[-3000:]
+    assert runs == 3
+    for kind, identifier in TABLES.items():
+        check_table(tmp_path, kind, identifier, stream.expected[kind], iceberg_oracle)
+    letters = consume_all(kafka_bootstrap, dead_letters, 4 * PER_VERSION)
+    refused = {(dict(m.headers())[SOURCE_TOPIC], dict(m.headers())[SOURCE_OFFSET]) for m in letters}
+    assert len(refused) == 4 * PER_VERSION, "every record of the refused version, at least once"
+    assert all(b"refused: column 'qty'" in dict(m.headers())[ERROR_MESSAGE] for m in letters)
