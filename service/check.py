@@ -209,14 +209,32 @@ def check_tables(config: FloeConfig) -> list[CheckResult]:
     except Exception as exc:  # noqa: BLE001 - reported on every table it keeps from being checked
         return [CheckResult(name, False, f"not checked: {summarize_error(exc)}") for name in names]
     with catalog:
-        return [check_table_fits(catalog, table) for table in config.tables]
+        return [result for table in config.tables for result in _checked(catalog, config, table)]
+
+
+def _checked(catalog: Catalog, config: FloeConfig, table: TableConfig) -> list[CheckResult]:
+    """The table's result; a template's, one per topic its pattern matches now (Kafka says which)."""
+    if not table.is_template:
+        return [check_table_fits(catalog, table)]
+    name = f"table {table.identifier}"
+    try:
+        topics = [t for t in kafka_topics(config) if table.reads_topic(t)]
+    except Exception as exc:  # noqa: BLE001 - a failed probe is what `check` reports
+        return [CheckResult(name, False, f"not checked: the topics come from Kafka: {summarize_error(exc)}")]
+    if not topics:
+        return [
+            CheckResult(name, True, f"no topic matches {table.topic_pattern!r} now; each one that does gets a table")
+        ]
+    return [_from_template(check_table_fits(catalog, table.for_topic(t)), t) for t in sorted(topics)]
+
+
+def _from_template(result: CheckResult, topic: str) -> CheckResult:
+    return CheckResult(f"{result.name} (topic {topic})", result.ok, result.detail)
 
 
 def check_table_fits(catalog: Catalog, table: TableConfig) -> CheckResult:
     """``ok`` when the first start creates, keeps or evolves the table; ``FAIL`` with how to fix what it refuses."""
     name = f"table {table.identifier}"
-    if table.is_template:
-        return CheckResult(name, True, f"a table per topic matching {table.topic_pattern!r}, made when ingest starts")
     try:
         return CheckResult(name, True, _table_plan(catalog, table))
     except (TableMismatchError, TablePropertyError) as refused:

@@ -9,6 +9,8 @@ evolves one and changes one in a way Floe refuses.
 from __future__ import annotations
 
 import copy
+import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -190,3 +192,35 @@ def test_floe_check_prints_the_table_lines(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert code == EXIT_FAILED  # the refused table (and the unreachable Kafka)
     assert [line for line in out if " table " in line[:11]] == EXPECTED
+
+
+@pytest.mark.kafka
+def test_a_template_entry_lists_each_topic_it_matches_now_and_what_its_table_would_become(
+        tmp_path, kafka_bootstrap, new_topic):
+    """Tables from a pattern whose columns come from the registry: one line per matching topic, changing nothing."""
+    from tests.support.schema_registry import SchemaRegistry
+
+    prefix = f"chk{uuid.uuid4().hex[:8]}"
+    existing, fresh = new_topic(f"{prefix}.orders"), new_topic(f"{prefix}.items")
+    registry = SchemaRegistry()
+    url = registry.serve()
+    v1 = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
+    v2 = {**v1, "fields": [{"name": "id", "type": "long"}, {"name": "note", "type": ["null", "string"]}]}
+    try:
+        for topic in (existing, fresh):
+            registry.register(f"{topic}-value", {"schema": json.dumps(v1)})
+        template = {"identifier": "raw.{topic}", "topic_pattern": f"{prefix}\\..*",
+                    "format": {"type": "confluent", "registry_url": url}}
+        data = config_data(tmp_path, [template])
+        data["kafka"]["bootstrap_servers"] = kafka_bootstrap
+        config = parse_config(data)
+        create_tables(config.with_tables_per_topic([existing]))
+        registry.register(f"{existing}-value", {"schema": json.dumps(v2)})
+        lines = [r.line() for r in check_tables(config)]
+    finally:
+        registry.close()
+    name = lambda topic: "raw." + topic.replace(".", "_").replace("-", "_")  # noqa: E731
+    assert sorted(lines) == sorted([
+        f"ok   table {name(existing)} (topic {existing}): will evolve: add column note (string)",
+        f"ok   table {name(fresh)} (topic {fresh}): will be created on the first start",
+    ]), lines
