@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from ingest.driver.writer_schemas.avro_types import UnmappableSchema
 from ingest.driver.writer_schemas.fold import WriterSchemaRefused
 from ingest.driver.writer_schemas.subject import reader_schema_columns, start_fold, with_versions
+from ingest.driver.writer_schemas.unmappable import UnmappableSchema
 from ingest.job import (
     CatalogSpec,
     IngestJob,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ingest.driver.table_diff import Kind, type_text
-from ingest.driver.writer_schemas.avro_types import UnmappableSchema, avro_struct
+from ingest.driver.writer_schemas.avro_types import avro_struct
+from ingest.driver.writer_schemas.unmappable import UnmappableSchema
 from ingest.driver.writer_schemas.fold import WriterSchemaRefused, first_schema, fold
 
 # One case per row of the mapping table in docs/schemas-from-the-stream.md.

@@ -1,7 +1,8 @@
-"""Table schemas from the schemas producers write with (Avro today), on the driver.
+"""Table schemas from the schemas producers write with, on the driver.
 
-:mod:`.avro_types` maps one writer schema to Iceberg columns; :mod:`.fold`
-folds a writer's columns into a table's schema by Iceberg's evolution rules;
-:mod:`.subject` follows a registry subject's versions while the query runs.
-Pure apart from :mod:`.subject`, which asks the registry.
+One module per writer schema format maps one schema to Iceberg columns (:mod:`.avro_types`,
+:mod:`.json_schema_types`, :mod:`.protobuf_types`; what they cannot map is :class:`.unmappable.UnmappableSchema`);
+:mod:`.fold` folds a writer's columns into a table's schema by Iceberg's evolution rules; :mod:`.subject`
+follows a registry subject's versions while the query runs. All pure but :mod:`.subject`, which asks the
+registry.
 """

@@ -21,6 +21,7 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ingest.driver.writer_schemas.unmappable import UnmappableSchema
 from table.types import (
     BinaryType,
     BooleanType,
@@ -42,16 +43,6 @@ from table.types import (
     TimeType,
     UUIDType,
 )
-
-
-class UnmappableSchema(ValueError):
-    """A writer schema (Avro, JSON Schema...) with a type Iceberg cannot hold; ``path`` is the field's dotted path."""
-
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"field {path or '(value)'}: {reason}")
-        self.path = path
-        self.reason = reason
-
 
 _PRIMITIVES: dict[str, IcebergType] = {
     "boolean": BooleanType(),

@@ -22,7 +22,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from ingest.driver.writer_schemas.avro_types import UnmappableSchema
+from ingest.driver.writer_schemas.unmappable import UnmappableSchema
 from table.types import (
     BinaryType,
     BooleanType,

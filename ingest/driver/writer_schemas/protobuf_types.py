@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from ingest.driver.writer_schemas.avro_types import UnmappableSchema
+from ingest.driver.writer_schemas.unmappable import UnmappableSchema
 from ingest.tasks.decoding.protobuf_decoder import TIMESTAMP, table_message
 from table.types import (
     BinaryType,

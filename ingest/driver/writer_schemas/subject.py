@@ -12,10 +12,11 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ingest.driver.writer_schemas.avro_types import UnmappableSchema, avro_struct
+from ingest.driver.writer_schemas.avro_types import avro_struct
 from ingest.driver.writer_schemas.fold import Folded, WriterSchemaRefused, first_schema, fold
 from ingest.driver.writer_schemas.json_schema_types import json_schema_struct
 from ingest.driver.writer_schemas.protobuf_types import protobuf_struct
+from ingest.driver.writer_schemas.unmappable import UnmappableSchema
 from ingest.tasks.decoding import ConfluentFormat, SchemaRegistryClient
 from ingest.tasks.decoding.registry import RegisteredSchema, SubjectVersion
 from table.schema import Schema
