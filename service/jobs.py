@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from ingest.driver.writer_schemas.fold import WriterSchemaRefused
-from ingest.driver.writer_schemas.subject import reader_schema_columns, start_fold, with_versions
+from ingest.driver.writer_schemas.subject import key_columns, reader_schema_columns, start_fold, with_versions
 from ingest.driver.writer_schemas.unmappable import UnmappableSchema
 from ingest.job import (
     CatalogSpec,
@@ -191,9 +191,9 @@ def table_spec(table: TableConfig, skip: Sequence[RecordRef] = (), route: RouteS
 
 def decode_spec(table: TableConfig, skip: Sequence[RecordRef] = (), route: RouteSpec | None = None) -> DecodeSpec:
     fmt = value_format(table.format)
-    schema = table.iceberg_schema()
+    schema, key = table.iceberg_schema(), tuple(table.key)
     if schema is None:
-        schema, fmt = _schema_from_avro(table, fmt)
+        schema, fmt, key = _schema_from_avro(table, fmt)
     op = table.op
     return DecodeSpec(
         schema=schema,
@@ -203,20 +203,22 @@ def decode_spec(table: TableConfig, skip: Sequence[RecordRef] = (), route: Route
         op_field=None
         if op is None
         else OpField(op.field, tuple(op.insert), tuple(op.update), tuple(op.delete), envelope=op.envelope),
-        key_fields=tuple(table.key),
+        key_fields=key,
+        key_format="confluent" if table.keys_from_registry else "json",
         skip_records=table.skip_refs() + tuple(skip),
         route=route,
     )
 
 
-def _schema_from_avro(table: TableConfig, fmt: Format) -> tuple[Schema, Format]:
-    """The columns of a table that lists none: from its Avro reader schema, or its registry subject's versions."""
-    key = list(table.key)
+def _schema_from_avro(table: TableConfig, fmt: Format) -> tuple[Schema, Format, tuple[str, ...]]:
+    """The columns of a table that lists none, and its key: from its Avro reader schema, or its registry
+    subject's versions (the key, when it names none, from the Kafka key's subject)."""
+    key = tuple(table.key)
     try:
         if isinstance(fmt, AvroFormat) or (isinstance(fmt, ConfluentFormat) and fmt.reader_schema is not None):
             reader = fmt.reader_schema
             assert reader is not None
-            return reader_schema_columns(reader, key), fmt
+            return reader_schema_columns(reader, key), fmt, key
         if isinstance(fmt, ConfluentFormat) and fmt.registry_url is not None:
             return _schema_from_subject(table, fmt, key)
     except (UnmappableSchema, WriterSchemaRefused) as exc:
@@ -224,7 +226,9 @@ def _schema_from_avro(table: TableConfig, fmt: Format) -> tuple[Schema, Format]:
     raise JobSpecError("schema", "list the columns: they come from Avro only with schema_file or registry_url")
 
 
-def _schema_from_subject(table: TableConfig, fmt: ConfluentFormat, key: list[str]) -> tuple[Schema, Format]:
+def _schema_from_subject(
+    table: TableConfig, fmt: ConfluentFormat, key: tuple[str, ...]
+) -> tuple[Schema, Format, tuple[str, ...]]:
     topics = table.source_topics
     if table.format.subject is None and len(topics) != 1:
         raise JobSpecError(
@@ -233,6 +237,8 @@ def _schema_from_subject(table: TableConfig, fmt: ConfluentFormat, key: list[str
         )
     fmt = replace(fmt, subject=table.format.subject or f"{topics[0]}-value")
     try:
+        if table.keys_from_registry:
+            key = _key_from_subject(fmt, f"{topics[0]}-key" if len(topics) == 1 else "")
         fold = start_fold(fmt, key)
     except RegistryUnavailableError as exc:
         raise JobSpecError("schema", f"the table's columns come from the registry, which failed: {exc}") from None
@@ -243,7 +249,19 @@ def _schema_from_subject(table: TableConfig, fmt: ConfluentFormat, key: list[str
         raise JobSpecError(
             "schema", f"subject {fmt.subject} has no schema the table can take yet; register one, or list the columns"
         )
-    return fold.folded.schema, with_versions(fmt, fold)
+    return fold.folded.schema, with_versions(fmt, fold), key
+
+
+def _key_from_subject(fmt: ConfluentFormat, subject: str) -> tuple[str, ...]:
+    """The key columns the Kafka key's subject names; one clear line when there are none."""
+    key = key_columns(fmt, subject) if subject else ()
+    if not key:
+        raise JobSpecError(
+            "key",
+            f"an upsert table needs its key columns: name them in key, or register the Kafka key's schema "
+            f"(a record) under {subject or '<topic>-key'}",
+        )
+    return key
 
 
 def value_format(fmt: FormatConfig) -> Format:
@@ -281,6 +299,7 @@ _JOB_FIELDS = {
     "source.topics": ".topics",
     "source.topic_pattern": ".topic_pattern",
     "schema": ".schema",
+    "key": ".key",
 }
 
 

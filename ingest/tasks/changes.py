@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import IntEnum
 from typing import Any, Literal, NamedTuple, TypeAlias
@@ -39,10 +39,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.tasks.mapping import describe, lookup
-from ingest.tasks.record_errors import ChangeError
+from ingest.tasks.record_errors import ChangeError, RecordError
 
 Mode = Literal["append", "upsert"]
-KeyFormat = Literal["json", "string"]
+KeyFormat = Literal["json", "string", "confluent"]
 OpValue: TypeAlias = str | int
 
 
@@ -94,13 +94,17 @@ class ChangeSpec:
     op_field: OpField | None = None
     key_fields: tuple[str, ...] = ()
     key_format: KeyFormat = "json"
+    key_decoder: Callable[[bytes], Any] | None = field(default=None, compare=False)
+    """Reads a ``confluent`` key (schema-registry framing): the value format's registry decoder."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "key_fields", tuple(self.key_fields))
         if self.mode not in ("append", "upsert"):
             raise ValueError(f"mode must be 'append' or 'upsert', got {self.mode!r}")
-        if self.key_format not in ("json", "string"):
-            raise ValueError(f"key_format must be 'json' or 'string', got {self.key_format!r}")
+        if self.key_format not in ("json", "string", "confluent"):
+            raise ValueError(f"key_format must be 'json', 'string' or 'confluent', got {self.key_format!r}")
+        if self.key_format == "confluent" and self.key_decoder is None:
+            raise ValueError("a 'confluent' Kafka key needs the registry's decoder")
         if self.mode == "append" and self.op_field is not None:
             raise ValueError("an op field needs upsert mode: append mode cannot delete")
         if self.mode == "upsert" and not self.key_fields:
@@ -219,6 +223,14 @@ def key_row(key: bytes, spec: ChangeSpec) -> dict[str, Any]:
             return _nest({spec.key_fields[0]: key.decode("utf-8")})
         except UnicodeDecodeError:
             raise ChangeError("the Kafka key is not UTF-8 text") from None
+    if spec.key_decoder is not None:
+        try:
+            framed = spec.key_decoder(key)
+        except RecordError as exc:
+            raise ChangeError(f"the Kafka key cannot be read: {exc.reason}") from None
+        if not isinstance(framed, dict):
+            raise ChangeError(f"the Kafka key is {describe(framed)}, not a record with the key fields")
+        return _nest(_key_fields_of(framed, spec.key_fields))
     try:
         parsed = parse_json_key(key)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError

@@ -24,7 +24,7 @@ import contextlib
 import functools
 import gc
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
@@ -44,7 +44,7 @@ from ingest.tasks.changes import (
     missing_keys,
 )
 from ingest.tasks.dead_letters import build_dead_letters
-from ingest.tasks.decoding import Decoder, Format, JsonFormat, decoder_for
+from ingest.tasks.decoding import ConfluentDecoder, ConfluentFormat, Decoder, Format, JsonFormat, decoder_for
 from ingest.tasks.kafka_columns import (
     HEADER_PREFIX,
     KEY,
@@ -166,7 +166,7 @@ def _plan(spec: DecodeSpec) -> _Plan:
         raise ValueError(f"table columns {clashes} clash with Floe's internal columns")
     for column, source in spec.metadata_pairs:
         check_kafka_source(source, column, schema)
-    changes = ChangeSpec(spec.mode, spec.op_field, _key_fields(spec, schema), spec.key_format)
+    changes = ChangeSpec(spec.mode, spec.op_field, _key_fields(spec, schema), spec.key_format, _key_decoder(spec))
     for path in changes.key_fields:
         _check_key_field(schema, path)
     rows_schema = pa.schema(list(schema_to_arrow(schema)) + list(INTERNAL_FIELDS))
@@ -211,6 +211,18 @@ def decode_records(batch: pa.RecordBatch, spec: DecodeSpec) -> DecodedRecords:
     with _cyclic_gc_paused():
         decoded = _decode_batch(batch, _plan(spec))
     return replace(decoded, skipped=skipped) if skipped else decoded
+
+
+def _key_decoder(spec: DecodeSpec) -> Callable[[bytes], Any] | None:
+    """The reader of schema-registry framed Kafka keys: the value's registry, any of its schema ids."""
+    if spec.key_format != "confluent":
+        return None
+    if not isinstance(spec.format, ConfluentFormat):
+        raise ValueError(
+            "a 'confluent' Kafka key needs a 'confluent' value format: the key's schemas are in its registry"
+        )
+    keys = replace(spec.format, reader_schema=None, subject=None, schema_ids=(), refused_ids=())
+    return ConfluentDecoder(keys).decode
 
 
 @contextlib.contextmanager

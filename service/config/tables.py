@@ -224,7 +224,11 @@ class TableConfig(Section):
     sort_order: Annotated[list[str], AfterValidator(terms_validator(parse_sort_term))] = Field(
         default_factory=list, description="Sort fields: `id`, `event_ts desc`, `day(event_ts) asc nulls last`."
     )
-    key: StringList = Field(default_factory=list, description="Identifier fields (the row key); required for upsert.")
+    key: StringList = Field(
+        default_factory=list,
+        description="Identifier fields (the row key); required for upsert, unless the columns come from the registry: "
+        "then the Kafka key's schema (subject `<topic>-key`) names them.",
+    )
     mode: Literal["append", "upsert"] = Field(
         "append", description="`append` adds every record; `upsert` keeps the latest row per key."
     )
@@ -321,6 +325,19 @@ class TableConfig(Section):
         return []
 
     @property
+    def keys_from_registry(self) -> bool:
+        """Whether the key columns come from the Kafka key's registry subject: an upsert table that names none,
+        whose columns come from the registry."""
+        fmt = self.format
+        return (
+            self.mode == "upsert"
+            and not self.key
+            and self.columns is None
+            and fmt.type in CONFLUENT
+            and fmt.registry_url is not None
+        )
+
+    @property
     def is_template(self) -> bool:
         """Whether the entry stands for a table per topic of its pattern (``{topic}`` in the identifier)."""
         return TOPIC_PLACEHOLDER in self.identifier
@@ -407,7 +424,7 @@ class TableConfig(Section):
 
     def _mode_problems(self) -> list[Problem]:
         problems = []
-        if self.mode == "upsert" and not self.key:
+        if self.mode == "upsert" and not self.key and not self.keys_from_registry:
             problems.append(("key", required_when("mode", "upsert")))
         if self.mode == "upsert" and self.route is not None and self.op is None:
             problems.append(

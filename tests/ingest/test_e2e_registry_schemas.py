@@ -2,7 +2,8 @@
 
 Real Kafka, Spark and catalog; the producers are confluent-kafka's own ``AvroSerializer`` and
 ``SchemaRegistryClient``, registering every version in the tests' registry (tests/support/schema_registry.py).
-Four tables list no columns: an Avro append table, an Avro upsert table keyed by ``id``, a JSON Schema
+Four tables list no columns: an Avro append table, an Avro upsert table that names no key either (its key
+columns come from the Kafka key's registry subject, an Avro record ``{id}``; tombstones delete), a JSON Schema
 append table (``JSONSerializer``) and a Protobuf append table (``ProtobufSerializer``, whose message also
 has a ``oneof contact`` that version 2 extends with ``phone``). While ``floe ingest`` runs, the producers move
 through five versions of the value schema, the same in every format:
@@ -66,6 +67,9 @@ VERSIONS = [
     [("id", "long"), ("qty", "string"), ("ship", SHIP2)],
     [("id", "long"), ("qty", "long"), ("ship", SHIP2), ("tag", ["null", "string"])],
 ]
+KEY_SCHEMA = {"type": "record", "name": "Key", "namespace": "shop", "fields": [{"name": "id", "type": "long"}]}
+DELETED = [0, 1, 2]
+"""Keys of the upsert table deleted by tombstones after the last version."""
 PER_VERSION = 40
 KEYS = 25  # the upsert table's keys: each version updates some and adds others
 
@@ -167,7 +171,7 @@ def config(tmp: Path, bootstrap: str, registry_url: str, topics: dict[str, str],
         "http": {"host": "127.0.0.1", "ingest_port": 0, "compact_port": 0},
         "tables": [
             {"identifier": "db.orders", "topics": [topics["append"]], "mode": "append", **common},
-            {"identifier": "db.items", "topics": [topics["upsert"]], "mode": "upsert", "key": ["id"], **common},
+            {"identifier": "db.items", "topics": [topics["upsert"]], "mode": "upsert", **common},  # key: the Kafka key's
             {"identifier": "db.events", "topics": [topics["json"]], "mode": "append", **common},
             {"identifier": "db.proto", "topics": [topics["proto"]], "mode": "append", **common},
         ],
@@ -184,16 +188,30 @@ class Producers:
             "avro": [AvroSerializer(client, schema_text(v)) for v in range(len(VERSIONS))],
             "json": [JSONSerializer(json_schema_text(v), client) for v in range(len(VERSIONS))],
         }
+        self._keys = AvroSerializer(client, json.dumps(KEY_SCHEMA))
         self._protos = [proto_classes(v) for v in range(len(VERSIONS))]
         self._serializers["proto"] = [
             ProtobufSerializer(c["Order"], client, {"use.deprecated.format": False}) for c in self._protos]
 
-    def send(self, topic: str, version: int, records: list[dict[str, Any]], kind: str = "avro") -> None:
-        serialize = self._serializers[kind][version]
+    def send(self, topic: str, version: int, records: list[dict[str, Any]], kind: str) -> None:
+        """``kind``: the topic's (``append``, ``upsert``, ``json``, ``proto``); the first two are Avro."""
+        fmt = kind if kind in ("json", "proto") else "avro"
+        serialize = self._serializers[fmt][version]
         for record in records:
             datum = proto_message(version, record, self._protos[version]) if kind == "proto" else record
             payload = serialize(datum, SerializationContext(topic, MessageField.VALUE))
-            self._producer.produce(topic, key=str(record["id"]).encode(), value=payload)
+            self._producer.produce(topic, key=self.key(topic, kind, record["id"]), value=payload)
+        assert self._producer.flush(30) == 0
+
+    def key(self, topic: str, kind: str, key: int) -> bytes:
+        """The upsert topic's keys are Avro records in the registry (subject ``<topic>-key``): they name the key."""
+        if kind != "upsert":
+            return str(key).encode()
+        return self._keys({"id": key}, SerializationContext(topic, MessageField.KEY))
+
+    def tombstones(self, topic: str, keys: list[int]) -> None:
+        for key in keys:
+            self._producer.produce(topic, key=self.key(topic, "upsert", key), value=None)
         assert self._producer.flush(30) == 0
 
 
@@ -256,7 +274,7 @@ class Stream:
                 n = self.sent[kind] + i
                 key = (version * 7 + i) % KEYS if kind == "upsert" else n
                 records.append(value(version, n, key))
-            self.producers.send(topic, version, records, kind if kind in ("json", "proto") else "avro")
+            self.producers.send(topic, version, records, kind)
             self.sent[kind] += len(records)
             if version != 3:
                 for record in records:
@@ -265,6 +283,11 @@ class Stream:
                         contact = contact_of(version, record)
                         row.update({"email": None, "phone": None, contact: f"{contact}-{record['id']}"})
                     self.expected[kind][record["id"]] = row
+        if version == len(VERSIONS) - 1:
+            self.producers.tombstones(self.topics["upsert"], DELETED)
+            self.sent["upsert"] += len(DELETED)
+            for key in DELETED:
+                self.expected["upsert"].pop(key, None)
 
     def wait_until_landed(self, tmp: Path, alive: Callable[[], bool]) -> None:
         for kind, identifier in TABLES.items():

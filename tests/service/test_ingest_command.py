@@ -352,3 +352,28 @@ def test_service_lands_events_serves_metrics_and_readiness(spark, kafka_bootstra
     assert run_ingest_service(back_fill, port=0, spark=spark) == EXIT_OK, "available_now ends on its own"
     rows, _ = read_rows(tmp_path)
     assert rows == expected_table(delivered + more)
+
+
+def test_an_upsert_table_without_a_key_takes_its_key_columns_from_the_kafka_keys_subject(tmp_path):
+    registry = SchemaRegistry()
+    url = registry.serve()
+    try:
+        key = {"type": "record", "name": "K", "fields": [{"name": "id", "type": "long"}]}
+        value = {"type": "record", "name": "V", "fields": [{"name": "id", "type": "long"}, {"name": "n", "type": "int"}]}
+        registry.register("a-key", {"schema": json.dumps(key)})
+        registry.register("a-value", {"schema": json.dumps(value)})
+        raw = events_config(tmp_path, "b:9092", "a")
+        upsert = {"identifier": "db.a", "topics": ["a"], "mode": "upsert", "format": {"type": "confluent", "registry_url": url}}
+        raw["tables"] = [upsert, {**upsert, "identifier": "db.b", "topics": ["b"]}]
+        with pytest.raises(ConfigError) as caught:
+            build_jobs(parse_config(raw))
+        assert caught.value.problems == [
+            "tables[1].key: an upsert table needs its key columns: name them in key, or register the Kafka key's "
+            "schema (a record) under b-key"]
+        raw["tables"] = raw["tables"][:1]
+        (job,) = build_jobs(parse_config(raw))
+    finally:
+        registry.close()
+    decode = job.table.decode
+    assert (decode.key_fields, decode.key_format) == (("id",), "confluent")
+    assert [job.table.schema().find_column_name(i) for i in job.table.schema().identifier_field_ids] == ["id"]

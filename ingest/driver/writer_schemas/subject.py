@@ -140,6 +140,18 @@ def reader_schema_columns(text: str, key: Sequence[str]) -> Schema:
     return first_schema(avro_struct(json.loads(text)), key, -1).schema
 
 
+def key_columns(fmt: ConfluentFormat, subject: str) -> tuple[str, ...]:
+    """The key columns a Kafka key's subject names: the fields of its latest version, a record; () when the
+    subject has no version."""
+    assert fmt.registry_url is not None
+    registry = SchemaRegistryClient(fmt.registry_url, fmt.registry_timeout)
+    versions = registry.versions(subject)
+    if not versions:
+        return ()
+    latest = registry.version(subject, versions[-1])
+    return tuple(f.name for f in writer_struct(latest.schema).fields)
+
+
 def start_fold(fmt: ConfluentFormat, key: Sequence[str]) -> SubjectFold:
     """Every version of the format's subject folded from nothing: the schema a table following it starts from."""
     follower = SubjectFollower(fmt, key)
