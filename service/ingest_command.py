@@ -25,13 +25,14 @@ from prometheus_client import CollectorRegistry
 from ingest.driver.metrics import IngestMetrics
 from ingest.job import IngestJob, SharedIngestJob
 from ingest.skips import RecordRef
-from service.check import require_kafka
-from service.config import FloeConfig
+from service.check import kafka_topics, require_kafka
+from service.config import FloeConfig, TableConfig
 from service.failures import log_failure
 from service.http import OpsServer
 from service.jobs import build_jobs, build_shared_job
 from service.metrics import register_service_metrics
 from service.spark_setup import apply_storage, start_spark
+from service.topic_watch import TopicWatch
 
 log = logging.getLogger("floe.ingest")
 EXIT_OK, EXIT_QUERY_FAILED, EXIT_STOPPED = 0, 1, 3
@@ -73,6 +74,10 @@ class IngestReadiness:
         self._max_age = max_commit_age_s
         self._clock = clock
         self._started: float | None = None
+
+    def add_tables(self, tables: Sequence[str]) -> None:
+        """Tables that joined while ingest runs (a template's new topics)."""
+        self._tables += [t for t in tables if t not in self._tables]
 
     def queries_started(self) -> None:
         self._started = self._clock()
@@ -143,12 +148,14 @@ def run_ingest_service(
     stop = stop or threading.Event()
     registry = registry or CollectorRegistry()
     apply_storage(config)
-    jobs = _jobs(config, skip)
+    jobs: list[IngestJob] | SharedIngestJob = build_jobs(config, skip)  # refuses a bad table before Kafka is asked
+    plan = QueryPlan(config, skip)
     if not stop.is_set():  # stopped already: nothing will read Kafka, whether it answers or not
         topics = require_kafka(config)
-        if any(table.is_template for table in config.tables):
-            config = config.with_tables_per_topic(topics)
-            jobs = _jobs(config, skip)
+        plan = QueryPlan(config, skip, TopicWatch.of(config, topics, lambda: kafka_topics(config)))
+        config = config.with_tables_per_topic(topics)
+        jobs = _jobs(config, skip)
+        plan.config = config
     service_metrics = register_service_metrics(registry)
     metrics = IngestMetrics(registry)
     tables = jobs.table_ids if isinstance(jobs, SharedIngestJob) else [j.table.identifier for j in jobs]
@@ -159,7 +166,7 @@ def run_ingest_service(
     server.add_readiness_check("ingest", readiness)
     with server:
         log.info("ingest starting", extra={"tables": len(tables), "metrics_url": server.url})
-        code = _start_and_run(config, jobs, spark, stop, metrics, readiness, service_metrics)
+        code = _start_and_run(config, plan, jobs, spark, stop, metrics, readiness, service_metrics)
     log.info("ingest stopped", extra={"exit_code": code, "reason": _EXIT_REASONS[code]})
     return code
 
@@ -169,8 +176,38 @@ def _jobs(config: FloeConfig, skip: Sequence[RecordRef]) -> list[IngestJob] | Sh
     return build_shared_job(config, skip) if config.ingest.query == "shared" else build_jobs(config, skip)
 
 
+class QueryPlan:
+    """The configuration the queries run (templates expanded) and, with template tables, the watch for new
+    topics that grows it while ingest runs."""
+
+    def __init__(self, config: FloeConfig, skip: Sequence[RecordRef], watch: TopicWatch | None = None) -> None:
+        self.config = config
+        self._skip = skip
+        self._watch = watch
+
+    def new_jobs(self) -> list[IngestJob] | SharedIngestJob | None:
+        """None, or the jobs after new topics joined: the new tables' own (``per-table``), or the whole shared
+        query's (``shared``), which then starts again."""
+        topics = [] if self._watch is None else self._watch.new_topics()
+        if not topics:
+            return None
+        added = [t.for_topic(topic) for topic in topics for t in self._templates if t.reads_topic(topic)]
+        log.info(
+            "new topics for template tables: %s; adding %s", ", ".join(topics), ", ".join(t.identifier for t in added)
+        )
+        self.config = self.config.model_copy(update={"tables": [*self.config.tables, *added]})
+        if self.config.ingest.query == "shared":
+            return build_shared_job(self.config, self._skip)
+        return build_jobs(self.config.model_copy(update={"tables": added}), self._skip)
+
+    @property
+    def _templates(self) -> list[TableConfig]:
+        return [] if self._watch is None else self._watch.templates
+
+
 def _start_and_run(
     config: FloeConfig,
+    plan: QueryPlan,
     jobs: list[IngestJob] | SharedIngestJob,
     spark: Any,
     stop: threading.Event,
@@ -185,7 +222,7 @@ def _start_and_run(
     try:
         if stop.is_set():
             return _stopped_while_starting()
-        return _run_queries(jobs, session, stop, metrics, readiness, service_metrics)
+        return _run_queries(plan, jobs, session, stop, metrics, readiness, service_metrics)
     finally:
         if spark is None:
             session.stop()
@@ -197,6 +234,7 @@ def _stopped_while_starting() -> int:
 
 
 def _run_queries(
+    plan: QueryPlan,
     jobs: list[IngestJob] | SharedIngestJob,
     spark: Any,
     stop: threading.Event,
@@ -204,23 +242,54 @@ def _run_queries(
     readiness: IngestReadiness,
     service_metrics: Any,
 ) -> int:
-    halt = threading.Event()  # stops every query: set by ``stop`` or by a failing query
-    queries: list[Any] = []
-    try:
+    while True:
+        halt = threading.Event()  # stops every query: set by ``stop``, by a failing query, or to start again
+        queries: list[Any] = []
+        grown: SharedIngestJob | None = None
+        try:
+            _start_queries(jobs, spark, stop, halt, metrics, queries)
+            service_metrics.mark_up("ingest")
+            readiness.queries_started()
+            failed, grown = _supervise(
+                queries, stop, halt, _grower(plan, spark, stop, halt, metrics, queries, readiness)
+            )
+        except Exception as error:  # noqa: BLE001 - reported as one line; the exit code says it failed
+            log_failure(log, "an ingest query could not start", error)
+            failed = True
+        finally:
+            halt.set()
+            for query in queries:
+                query.stop()
+            service_metrics.mark_down("ingest")
+        failed = failed or any(_error(q) is not None for q in queries)
+        if grown is None or failed or stop.is_set():
+            return _exit_code(failed, stop.is_set())
+        readiness.add_tables(grown.table_ids)
+        log.info("the shared query starts again with %d tables", len(grown.table_ids))
+        jobs = grown
+
+
+def _grower(
+    plan: QueryPlan,
+    spark: Any,
+    stop: threading.Event,
+    halt: threading.Event,
+    metrics: IngestMetrics,
+    queries: list[Any],
+    readiness: IngestReadiness,
+) -> Callable[[], SharedIngestJob | None]:
+    """Called while the queries run: starts the new tables' queries (``per-table``), or returns the shared
+    query's new job, for which the running one stops after its batch."""
+
+    def grow() -> SharedIngestJob | None:
+        jobs = plan.new_jobs()
+        if jobs is None or isinstance(jobs, SharedIngestJob):
+            return jobs
+        readiness.add_tables([j.table.identifier for j in jobs])
         _start_queries(jobs, spark, stop, halt, metrics, queries)
-        service_metrics.mark_up("ingest")
-        readiness.queries_started()
-        failed = _supervise(queries, stop, halt)
-    except Exception as error:  # noqa: BLE001 - reported as one line; the exit code says it failed
-        log_failure(log, "an ingest query could not start", error)
-        failed = True
-    finally:
-        halt.set()
-        for query in queries:
-            query.stop()
-        service_metrics.mark_down("ingest")
-    failed = failed or any(_error(q) is not None for q in queries)
-    return _exit_code(failed, stop.is_set())
+        return None
+
+    return grow
 
 
 def _start_queries(
@@ -244,20 +313,28 @@ def _start_queries(
         queries.append(run_ingest(job, spark, halt, metrics))
 
 
-def _supervise(queries: list[Any], stop: threading.Event, halt: threading.Event) -> bool:
-    """Wait until every query ended or ``stop`` is set; True when a query failed."""
+def _supervise(
+    queries: list[Any], stop: threading.Event, halt: threading.Event, grow: Callable[[], SharedIngestJob | None]
+) -> tuple[bool, SharedIngestJob | None]:
+    """Wait until every query ended, ``stop`` is set, or the shared query must start again with new tables;
+    True when a query failed, and the shared query's new job."""
     while not stop.wait(0.5):
         errors = [(q, e) for q in queries if (e := _error(q)) is not None]
         if errors:
             for query, error in errors:
                 log_failure(log, f"ingest query {query.job.name} failed", error, table=", ".join(query.job.table_ids))
-            return True
+            return True, None
         if not any(q.is_active for q in queries) and all(q.await_termination(0) for q in queries):
             log.info("every ingest query ended on its own")
-            return False
+            return False, None
+        grown = grow()
+        if grown is not None:
+            log.info("stopping the shared query after its running batch, to add the new tables")
+            halt.set()
+            return False, grown
     log.info("stop requested: stopping %d ingest queries after their running batch", len(queries))
     halt.set()
-    return False
+    return False, None
 
 
 def _error(query: Any) -> BaseException | None:

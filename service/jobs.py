@@ -73,6 +73,8 @@ def build_jobs(config: FloeConfig, skip: Sequence[RecordRef] = ()) -> list[Inges
     jobs, problems = [], []
     routes = route_specs(config.tables)
     for i, table in enumerate(config.tables):
+        if table.is_template and table.columns is None:
+            continue  # its columns come from each topic's subject: checked per topic, once Kafka names them
         try:
             skipped = tuple(ref for ref in skip if table.reads_topic(ref.topic))
             jobs.append(table_job(config, table, skipped, routes.get(i)))

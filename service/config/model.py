@@ -80,6 +80,12 @@ class IngestConfig(Section):
     commit_threads: int = Field(
         8, ge=1, le=256, description="With `query: shared`: tables written and committed at once in a micro-batch."
     )
+    topic_refresh: Duration = Field(
+        timedelta(seconds=30),
+        description="How often a template table (`{topic}` in its identifier) looks for new topics its pattern "
+        "matches while ingest runs; each gets its table (`per-table`: a query of its own; `shared`: the shared "
+        "query stops after its batch and starts again with it).",
+    )
 
 
 class ReadinessConfig(Section):

@@ -26,6 +26,7 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Callable
 
@@ -412,3 +413,56 @@ def test_tables_follow_the_registry_through_three_sigkills_with_the_compactor_al
     refused = {(dict(m.headers())[SOURCE_TOPIC], dict(m.headers())[SOURCE_OFFSET]) for m in letters}
     assert len(refused) == 4 * PER_VERSION, "every record of the refused version, at least once"
     assert all(b"refused: column 'qty'" in dict(m.headers())[ERROR_MESSAGE] for m in letters)
+
+
+@pytest.mark.parametrize("query", ["per-table", "shared"])
+def test_a_topic_created_while_ingest_runs_gets_its_table_from_the_template(
+    spark, kafka_bootstrap, new_topic, tmp_path, query, caplog
+):
+    """A template entry over a pattern: a topic that appears mid-run, and matches, gets its table once its
+    subject has a schema (a topic created before its first schema waits); the tables already running go on
+    (``per-table``), or the shared query starts again with it, losing and doubling nothing."""
+    caplog.set_level("INFO", logger="floe.ingest")
+    prefix = f"tpl{uuid.uuid4().hex[:8]}"
+    first = new_topic(f"{prefix}.a")
+    registry = SchemaRegistry()
+    url = registry.serve()
+    producers = Producers(kafka_bootstrap, url)
+    raw = {
+        "kafka": {"bootstrap_servers": kafka_bootstrap, "reader": "python"},
+        "catalog": {"uri": f"sqlite:///{tmp_path / 'catalog.db'}", "warehouse": str(tmp_path / "warehouse")},
+        "checkpoint_location": str(tmp_path / "checkpoints"),
+        "trigger": {"processing_time": "1s"},
+        "http": {"host": "127.0.0.1", "ingest_port": 0, "compact_port": 0},
+        "ingest": {"query": query, "topic_refresh": "1s"},
+        "tables": [{"identifier": "raw.{topic}", "topic_pattern": prefix + r"\..*",
+                    "format": {"type": "confluent", "registry_url": url}}],
+    }
+    table_of = lambda topic: "raw." + topic.replace(".", "_").replace("-", "_")  # noqa: E731
+    records = lambda start: [value(0, n, n) for n in range(start, start + PER_VERSION)]  # noqa: E731
+    producers.send(first, 0, records(0), "append")
+    stop, result = threading.Event(), {}
+    thread = threading.Thread(target=lambda: result.update(code=run_ingest_service(
+        parse_config(raw), stop=stop, registry=CollectorRegistry(), port=free_port(), spark=spark)))
+    thread.start()
+    try:
+        wait_until_landed(tmp_path, table_of(first), first, PER_VERSION, thread.is_alive)
+        early = new_topic(f"{prefix}.b")  # created before any schema: its table waits
+        deadline = time.monotonic() + 60
+        while "waits" not in caplog.text:
+            assert thread.is_alive() and time.monotonic() < deadline, "the new topic's table should wait"
+            time.sleep(0.2)
+        producers.send(early, 0, records(100), "append")  # registers the subject, then writes
+        producers.send(first, 0, records(200), "append")
+        wait_until_landed(tmp_path, table_of(early), early, PER_VERSION, thread.is_alive)
+        wait_until_landed(tmp_path, table_of(first), first, 2 * PER_VERSION, thread.is_alive)
+    finally:
+        stop.set()
+        thread.join(180)
+        registry.close()
+    assert result == {"code": EXIT_STOPPED}
+    for topic, ids in ((first, [*range(0, 40), *range(200, 240)]), (early, list(range(100, 140)))):
+        with SqlCatalog(f"sqlite:///{tmp_path / 'catalog.db'}", str(tmp_path / "warehouse")) as catalog:
+            loaded = catalog.load_table(table_of(topic))
+        rows = TableScan(FileIO.for_location(loaded.metadata_location), loaded.metadata).to_arrow()
+        assert sorted(rows.column("id").to_pylist()) == ids, f"{topic}: every record once"
