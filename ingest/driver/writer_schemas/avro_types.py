@@ -18,7 +18,7 @@ column's values come from each record, and a field a writer lacks is null.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from ingest.driver.writer_schemas.unmappable import UnmappableSchema
@@ -179,12 +179,3 @@ def _kind(schema: Any) -> str:
 
 def _join(parent: str, name: str) -> str:
     return f"{parent}.{name}" if parent else name
-
-
-def field_paths(struct: StructType, parent: str = "") -> Iterator[str]:
-    """Every field's dotted path, depth first: for messages that name what a schema holds."""
-    for field in struct.fields:
-        path = _join(parent, field.name)
-        yield path
-        if isinstance(field.field_type, StructType):
-            yield from field_paths(field.field_type, path)
