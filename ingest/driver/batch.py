@@ -264,10 +264,10 @@ class BatchProcessor:
             loaded = evolve_table(self._catalog, with_decode_schema(table, fold.folded.schema), quiet=True)
             table = with_decode_schema(table, loaded.metadata.schema())
         known = {*fmt.schema_ids, *(i for i, _ in fmt.refused_ids)}  # folded at start-up: said then
-        for version in fold.versions:
-            if version.version.schema_id not in known:
-                self._report_version(version)
-        notes = [v.note() for v in fold.versions if v.refused or v in fold.changed]
+        new = [v for v in fold.versions if v.version.schema_id not in known]
+        for version in new:
+            self._report_version(version)
+        notes = [v.note() for v in new if v.refused or v in fold.changed]
         if notes:
             self._committer.pending_summary[SCHEMA_CHANGE] = "; ".join(notes)
         self._retable(table)
