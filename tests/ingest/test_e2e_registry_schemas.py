@@ -2,10 +2,10 @@
 
 Real Kafka, Spark and catalog; the producers are confluent-kafka's own ``AvroSerializer`` and
 ``SchemaRegistryClient``, registering every version in the tests' registry (tests/support/schema_registry.py).
-Four tables list no columns: an Avro append table, an Avro upsert table that names no key either (its key
-columns come from the Kafka key's registry subject, an Avro record ``{id}``; tombstones delete), a JSON Schema
-append table (``JSONSerializer``) and a Protobuf append table (``ProtobufSerializer``, whose message also
-has a ``oneof contact`` that version 2 extends with ``phone``). While ``floe ingest`` runs, the producers move
+Four tables list no columns: an Avro append table, and three upsert tables that name no key either: Avro,
+JSON Schema (``JSONSerializer``) and Protobuf (``ProtobufSerializer``, whose message also has a ``oneof
+contact`` that version 2 extends with ``phone``). Their key columns come from the Kafka key's registry subject,
+a record ``{id}`` in the topic's own format, and tombstones after the last version delete rows. While ``floe ingest`` runs, the producers move
 through five versions of the value schema, the same in every format:
 
 1. ``id``, ``qty`` (int), ``note`` (string), ``ship`` {``city``}: the table is created from it;
@@ -69,6 +69,9 @@ VERSIONS = [
     [("id", "long"), ("qty", "long"), ("ship", SHIP2), ("tag", ["null", "string"])],
 ]
 KEY_SCHEMA = {"type": "record", "name": "Key", "namespace": "shop", "fields": [{"name": "id", "type": "long"}]}
+JSON_KEY_SCHEMA = {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}
+UPSERTS = ("upsert", "json", "proto")
+"""The upsert topics: Avro, JSON Schema and Protobuf values, each keyed by a registry record in its format."""
 DELETED = [0, 1, 2]
 """Keys of the upsert table deleted by tombstones after the last version."""
 PER_VERSION = 40
@@ -173,8 +176,8 @@ def config(tmp: Path, bootstrap: str, registry_url: str, topics: dict[str, str],
         "tables": [
             {"identifier": "db.orders", "topics": [topics["append"]], "mode": "append", **common},
             {"identifier": "db.items", "topics": [topics["upsert"]], "mode": "upsert", **common},  # key: the Kafka key's
-            {"identifier": "db.events", "topics": [topics["json"]], "mode": "append", **common},
-            {"identifier": "db.proto", "topics": [topics["proto"]], "mode": "append", **common},
+            {"identifier": "db.events", "topics": [topics["json"]], "mode": "upsert", **common},
+            {"identifier": "db.proto", "topics": [topics["proto"]], "mode": "upsert", **common},
         ],
     }
 
@@ -189,7 +192,13 @@ class Producers:
             "avro": [AvroSerializer(client, schema_text(v)) for v in range(len(VERSIONS))],
             "json": [JSONSerializer(json_schema_text(v), client) for v in range(len(VERSIONS))],
         }
-        self._keys = AvroSerializer(client, json.dumps(KEY_SCHEMA))
+        key_message = message_classes({"Key": [("id", "int64")]}, package="keys")["Key"]
+        proto_keys = ProtobufSerializer(key_message, client, {"use.deprecated.format": False})
+        self._keys: dict[str, Callable[[dict[str, Any], SerializationContext], bytes]] = {
+            "upsert": AvroSerializer(client, json.dumps(KEY_SCHEMA)),
+            "json": JSONSerializer(json.dumps(JSON_KEY_SCHEMA), client),
+            "proto": lambda key, context: proto_keys(key_message(**key), context),
+        }
         self._protos = [proto_classes(v) for v in range(len(VERSIONS))]
         self._serializers["proto"] = [
             ProtobufSerializer(c["Order"], client, {"use.deprecated.format": False}) for c in self._protos]
@@ -205,14 +214,15 @@ class Producers:
         assert self._producer.flush(30) == 0
 
     def key(self, topic: str, kind: str, key: int) -> bytes:
-        """The upsert topic's keys are Avro records in the registry (subject ``<topic>-key``): they name the key."""
-        if kind != "upsert":
+        """An upsert topic's keys are records ``{id}`` in the registry (subject ``<topic>-key``), in the topic's
+        own format: they name the table's key."""
+        if kind not in UPSERTS:
             return str(key).encode()
-        return self._keys({"id": key}, SerializationContext(topic, MessageField.KEY))
+        return self._keys[kind]({"id": key}, SerializationContext(topic, MessageField.KEY))
 
-    def tombstones(self, topic: str, keys: list[int]) -> None:
+    def tombstones(self, topic: str, kind: str, keys: list[int]) -> None:
         for key in keys:
-            self._producer.produce(topic, key=self.key(topic, "upsert", key), value=None)
+            self._producer.produce(topic, key=self.key(topic, kind, key), value=None)
         assert self._producer.flush(30) == 0
 
 
@@ -273,7 +283,7 @@ class Stream:
             records = []
             for i in range(PER_VERSION):
                 n = self.sent[kind] + i
-                key = (version * 7 + i) % KEYS if kind == "upsert" else n
+                key = (version * 7 + i) % KEYS if kind in UPSERTS else n
                 records.append(value(version, n, key))
             self.producers.send(topic, version, records, kind)
             self.sent[kind] += len(records)
@@ -285,10 +295,11 @@ class Stream:
                         row.update({"email": None, "phone": None, contact: f"{contact}-{record['id']}"})
                     self.expected[kind][record["id"]] = row
         if version == len(VERSIONS) - 1:
-            self.producers.tombstones(self.topics["upsert"], DELETED)
-            self.sent["upsert"] += len(DELETED)
-            for key in DELETED:
-                self.expected["upsert"].pop(key, None)
+            for kind in UPSERTS:
+                self.producers.tombstones(self.topics[kind], kind, DELETED)
+                self.sent[kind] += len(DELETED)
+                for key in DELETED:
+                    self.expected[kind].pop(key, None)
 
     def wait_until_landed(self, tmp: Path, alive: Callable[[], bool]) -> None:
         for kind, identifier in TABLES.items():
