@@ -216,6 +216,7 @@ def _schema_from_avro(table: TableConfig, fmt: Format) -> tuple[Schema, Format, 
     """The columns of a table that lists none, and its key: from its Avro reader schema, or its registry
     subject's versions (the key, when it names none, from the Kafka key's subject)."""
     key = tuple(table.key)
+    where = f"schema_file {table.format.schema_file}" if table.format.schema_file else "the schema registry"
     try:
         if isinstance(fmt, AvroFormat) or (isinstance(fmt, ConfluentFormat) and fmt.reader_schema is not None):
             reader = fmt.reader_schema
@@ -224,7 +225,7 @@ def _schema_from_avro(table: TableConfig, fmt: Format) -> tuple[Schema, Format, 
         if isinstance(fmt, ConfluentFormat) and fmt.registry_url is not None:
             return _schema_from_subject(table, fmt, key)
     except (UnmappableSchema, WriterSchemaRefused) as exc:
-        raise JobSpecError("schema", str(exc)) from None
+        raise JobSpecError("schema", f"{where}: {exc}") from None
     raise JobSpecError("schema", "list the columns: they come from Avro only with schema_file or registry_url")
 
 

@@ -203,7 +203,8 @@ def test_a_schema_left_to_avro_is_refused_naming_the_key(tmp_path):
                       "format": {"type": "avro", "schema_file": str(tmp_path / "e.avsc")}}]
     with pytest.raises(ConfigError) as caught:
         build_jobs(parse_config(raw))
-    assert caught.value.problems[0].startswith("tables[0].schema: the Avro reader schema refused: column 'id' is the key")
+    assert caught.value.problems[0].startswith(
+        f"tables[0].schema: schema_file {tmp_path / 'e.avsc'}: the Avro reader schema refused: column 'id' is the key")
 
 
 def test_columns_from_the_registry_follow_every_version_of_the_topics_subject(tmp_path):
