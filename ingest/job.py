@@ -358,6 +358,7 @@ class CatalogSpec:
     oauth2_server_uri: str | None = None
     scope: str = "catalog"
     access_delegation: str | None = None
+    request_timeout_seconds: float = 60.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "headers", _pairs(self.headers))
@@ -367,7 +368,13 @@ class CatalogSpec:
         from commit.catalog import RestOptions, open_catalog
 
         rest = RestOptions(
-            dict(self.headers), self.prefix, self.credential, self.oauth2_server_uri, self.scope, self.access_delegation
+            dict(self.headers),
+            self.prefix,
+            self.credential,
+            self.oauth2_server_uri,
+            self.scope,
+            self.access_delegation,
+            self.request_timeout_seconds,
         )
         return open_catalog(self.uri, self.warehouse, self.name, create=create, rest=rest)
 

@@ -104,6 +104,7 @@ def catalog_spec(config: FloeConfig) -> CatalogSpec:
             oauth2_server_uri=catalog.oauth2_server_uri,
             scope=catalog.scope,
             access_delegation=catalog.access_delegation,
+            request_timeout_seconds=catalog.request_timeout.total_seconds(),
         )
     return CatalogSpec(catalog.connection_uri(), catalog.warehouse, catalog.name)
 

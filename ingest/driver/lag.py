@@ -123,6 +123,7 @@ class LagMonitor:
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="floe-lag-monitor", daemon=True)
         self._outage = Outage(report_every_s=max(interval_s, 60.0))
+        self._failing = Outage(report_every_s=max(interval_s, 60.0))  # the catalog, say: not Kafka
         self._unreachable = ""  # the brokers of the last failed attempt, for the line that says they are back
 
     def start(self) -> LagMonitor:
@@ -165,14 +166,20 @@ class LagMonitor:
                 )
             return
         except Exception as error:
-            log.warning(
-                "lag refresh failed: %s; retrying every %.0fs",
-                error if isinstance(error, TableLagFailed) else summarize_error(error),
-                self._interval,
-                extra={"table": error.table if isinstance(error, TableLagFailed) else self._probe.table},
-                exc_info=error if log.isEnabledFor(logging.DEBUG) else None,
-            )
+            now = time.monotonic()
+            if self._failing.failed(now, 0.0):
+                log.warning(
+                    "lag refresh failed: %s; retrying every %.0fs (failing for %.0fs)",
+                    error if isinstance(error, TableLagFailed) else summarize_error(error),
+                    self._interval,
+                    self._failing.down_for_s(now),
+                    extra={"table": error.table if isinstance(error, TableLagFailed) else self._probe.table},
+                    exc_info=error if log.isEnabledFor(logging.DEBUG) else None,
+                )
             return
+        failed_for = self._failing.answered(time.monotonic())
+        if failed_for is not None:
+            log.info("lag refresh works again, after %.0fs failing", failed_for, extra={"table": self._probe.table})
         down = self._outage.answered(time.monotonic())
         if down is not None:
             log.info(

@@ -6,6 +6,7 @@ The password is kept apart from the URI so the URI can be shown anywhere;
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Literal
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -14,7 +15,7 @@ from pydantic import Field, SecretStr, model_validator
 from commit.catalog.sql.uri import POSTGRESQL, DatabaseTarget, parse_catalog_uri, redact_uri
 from commit.errors import InvalidArgument
 from service.config.credentials import secret_source_problems, secret_value, url_password_problems
-from service.config.fields import ConfigPath, Location, Properties, Section
+from service.config.fields import ConfigPath, Duration, Location, Properties, Section
 from service.config.problems import Problem, invalid, raise_all
 
 
@@ -51,6 +52,11 @@ class CatalogConfig(Section):
     )
     scope: str = Field("catalog", description="REST: the OAuth2 scope asked for with client credentials.")
     headers: Properties = Field(default_factory=dict, description="REST: extra HTTP headers on every request.")
+    request_timeout: Duration = Field(
+        timedelta(seconds=60),
+        description="REST: how long a request waits for the server's answer (e.g. `60s`). A commit that gets "
+        "none is checked by reloading the table, never sent blindly again.",
+    )
     access_delegation: Literal["vended-credentials"] | None = Field(
         None,
         description="REST: `vended-credentials` asks the catalog for storage credentials with each table, "
@@ -119,6 +125,7 @@ class CatalogConfig(Section):
             "oauth2_server_uri",
             "headers",
             "access_delegation",
+            "request_timeout",
         )
         return [
             (key, "only used with type: rest")

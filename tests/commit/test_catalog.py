@@ -477,6 +477,27 @@ def test_connection_killed_during_update_is_unknown_state(
     postgres_catalog.swap_metadata_location("db.t", first, "/w/new.metadata.json")
 
 
+def test_a_row_locked_past_the_lock_timeout_fails_the_swap_and_changes_nothing(
+    postgres_uri: str, warehouse: Path, simple_schema: Schema, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session that holds a catalog row (an operator's open transaction) stalls that table's commit
+    for the lock timeout, not forever; the commit's outcome is then checked, as any failed swap's is."""
+    monkeypatch.setattr("commit.catalog.sql.dialects.LOCK_TIMEOUT_S", 1.0)
+    with SqlCatalog(postgres_uri, str(warehouse)) as catalog:
+        catalog.create_namespace("db")
+        first = catalog.create_table("db.t", simple_schema).metadata_location
+        with psycopg.connect(postgres_uri) as blocker:
+            blocker.execute("SELECT 1 FROM iceberg_tables WHERE table_name = 't' FOR UPDATE")
+            began = time.monotonic()
+            with pytest.raises(CommitStateUnknown, match="lock timeout"):
+                catalog.swap_metadata_location("db.t", first, "/w/new.metadata.json")
+            waited = time.monotonic() - began
+            blocker.rollback()
+        assert waited < 30, f"the swap waited {waited:.0f}s for the row"
+        assert catalog.load_pointer("db.t").metadata_location == first
+        catalog.swap_metadata_location("db.t", first, "/w/new.metadata.json")
+
+
 def _wait_for_lock_waiter(conn: psycopg.Connection[Any]) -> int:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:

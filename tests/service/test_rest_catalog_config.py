@@ -36,8 +36,12 @@ def test_rest_settings_are_checked_and_named(tmp_path: Path) -> None:
     sql = minimal()
     sql["catalog"]["token"] = "t"
     sql["catalog"]["access_delegation"] = "vended-credentials"
+    sql["catalog"]["request_timeout"] = "5s"
     assert sorted(problems_of(sql, tmp_path)) == ["catalog.access_delegation: only used with type: rest",
+                                                  "catalog.request_timeout: only used with type: rest",
                                                   "catalog.token: only used with type: rest"]
+    [timeout] = problems_of(rest(request_timeout="0s"), tmp_path)
+    assert timeout.startswith("catalog.request_timeout: ") and "'0s'" in timeout, timeout
     [signing] = problems_of(rest(access_delegation="remote-signing"), tmp_path)
     assert signing.startswith("catalog.access_delegation: ") and "vended-credentials" in signing, signing
 
@@ -45,10 +49,11 @@ def test_rest_settings_are_checked_and_named(tmp_path: Path) -> None:
 def test_a_token_and_extra_headers_are_sent_and_masked(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("s3cr3t-token\n")
-    config = load_config(write(tmp_path, rest(token_file=str(token), headers={"X-Tenant": "a"}, prefix="main")), {})
+    config = load_config(write(tmp_path, rest(token_file=str(token), headers={"X-Tenant": "a"}, prefix="main",
+                                              request_timeout="5s")), {})
     spec = catalog_spec(config)
     assert dict(spec.headers) == {"X-Tenant": "a", "Authorization": "Bearer s3cr3t-token"}
-    assert spec.uri == "http://127.0.0.1:8181" and spec.prefix == "main"
+    assert spec.uri == "http://127.0.0.1:8181" and spec.prefix == "main" and spec.request_timeout_seconds == 5
 
 
 def test_client_credentials_tokens_are_fetched_by_the_client_and_replaced_after_a_401(tmp_path: Path,

@@ -3,7 +3,9 @@
 The request reaches the server and is applied; the client then gets a 503 in
 its place, or no answer at all until its read timeout. That is how a commit
 whose outcome is unknown looks from the client's side. A rule may also refuse
-a request with 401 before it reaches the server, as an expired token is.
+a request with 401 before it reaches the server, as an expired token is, or
+with 503 ("down"), as a catalog that is down, or behind a load balancer with
+no healthy server, refuses it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Callable, Optional
 
 import requests
 
-Rule = Callable[[str, str], Optional[str]]  # (method, path) -> None (pass), "503", "silence" or "401"
+Rule = Callable[[str, str], Optional[str]]  # (method, path) -> None (pass), "503", "silence", "401" or "down"
 
 
 class DroppingProxy:
@@ -55,6 +57,9 @@ class DroppingProxy:
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
                 proxy.seen.append((self.command, self.path, self.headers.get("Authorization", "")))
                 verdict = proxy.rule(self.command, self.path)
+                if verdict == "down":
+                    return self._answer(503, b'{"error": {"message": "no healthy upstream", '
+                                             b'"type": "ServiceUnavailable", "code": 503}}')
                 if verdict == "401":
                     return self._answer(401, b'{"error": {"message": "token expired", "type": "NotAuthorized", '
                                              b'"code": 401}}')

@@ -87,7 +87,12 @@ class RestCatalog:
         self.warehouse = warehouse
         self.name = name
         self.options = options or RestOptions()
-        self._client = client or RestClient(uri, self.options.request_headers(), auth=self.options.authorizer(uri))
+        self._client = client or RestClient(
+            uri,
+            self.options.request_headers(),
+            auth=self.options.authorizer(uri),
+            read_timeout_s=self.options.read_timeout_s,
+        )
         config = (
             self._client.request(
                 "load the catalog configuration", "GET", "v1/config", params={"warehouse": warehouse}

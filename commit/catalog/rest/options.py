@@ -28,6 +28,8 @@ class RestOptions:
     scope: str = "catalog"
     access_delegation: str | None = None
     """``vended-credentials`` asks the server for storage credentials with each table."""
+    read_timeout_s: float = 60.0
+    """How long a request waits for the answer; a commit without one has an unknown outcome."""
 
     def request_headers(self) -> dict[str, str]:
         delegation = {ACCESS_DELEGATION_HEADER: self.access_delegation} if self.access_delegation else {}

@@ -128,6 +128,9 @@ class SqliteDialect:
         return False
 
 
+LOCK_TIMEOUT_S = 10.0  # a commit's wait for a catalog row's lock; Floe's own transactions hold one for milliseconds
+
+
 class PostgresDialect:
     """A PostgreSQL database shared by processes on several hosts."""
 
@@ -139,13 +142,27 @@ class PostgresDialect:
         self.connect_timeout_s = connect_timeout_s
 
     def connect(self) -> psycopg.Connection[Any]:
-        """A connection in autocommit mode, so reads never leave a transaction open."""
-        return psycopg.connect(
+        """A connection in autocommit mode, so reads never leave a transaction open.
+
+        Its statements wait at most :data:`LOCK_TIMEOUT_S` for a row lock: a
+        catalog row locked by a session that hangs (a stuck client, an
+        operator's open transaction) fails that one table's commit, which is
+        then retried, instead of stalling every table committed alongside it.
+        TCP keepalives find a server that vanished without closing the
+        connection (a host gone, a network partition) within about a minute.
+        """
+        conn = psycopg.connect(
             self.conninfo,
             autocommit=True,
             connect_timeout=max(1, round(self.connect_timeout_s)),
             application_name="floe-catalog",
+            keepalives=1,
+            keepalives_idle=30,
+            keepalives_interval=10,
+            keepalives_count=3,
         )
+        conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT_S * 1000:.0f}ms'")
+        return conn
 
     def begin_write(self, conn: psycopg.Connection[Any]) -> None:
         """READ COMMITTED is enough: each guarded UPDATE re-checks its WHERE on the latest row."""

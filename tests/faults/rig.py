@@ -1,0 +1,221 @@
+"""One running ``floe ingest`` under a fault, and what the fault tests measure of it.
+
+The rig lands ``tables`` upsert tables (``db.t0``, ``db.t1``, ...) from
+topics of their own in one shared query on Floe's source, with records paced
+into every topic throughout (so the run never catches up and idles before a
+fault is over). It reads what an operator reads: the JSON log, ``/metrics``
+and ``/readyz``. At the end it drains the topics, stops Floe with SIGTERM and
+checks every table against the records that Kafka acknowledged, in Floe's
+reader and in Iceberg Java, and every partition's committed offset against
+the topic's end: every offset landed exactly once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+from confluent_kafka import Consumer, TopicPartition
+
+from commit.catalog import open_catalog
+from commit.exactly_once import committed_offsets
+from service.ingest_command import EXIT_STOPPED
+from service.local_kafka import free_port
+from table.scan import TableScan
+from tests.ingest.e2e_support import REPO, PacedProducer, change_events, create_topic, expected_table, normalized
+from tests.service.test_ingest_command import events_config, http_get
+
+FLOE = [sys.executable, "-m", "service.cli"]
+STACK_TRACE = re.compile(r"Traceback \(most recent call last\)|^\s+at [\w.$]+\(|py4j\.protocol", re.M)
+RATE_CHUNK, RATE_PAUSE_S = 20, 0.5  # 40 records a second into each topic
+KEYS = 300
+
+
+@dataclasses.dataclass
+class Commit:
+    """One table's committed batch, as its log line tells it."""
+
+    table: str
+    at: float  # Unix seconds
+
+
+class FaultRig:
+    """``with FaultRig(...) as rig:`` starts Floe and the producers; :meth:`finish` drains, stops and checks."""
+
+    def __init__(self, tmp: Path, bootstrap: str, catalog: dict[str, Any], *, tables: int = 2,
+                 ingest: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> None:
+        self.tmp, self.bootstrap, self.env = tmp, bootstrap, env
+        self.topics = [create_topic(bootstrap, f"fault{i}", partitions=2) for i in range(tables)]
+        self.tables = [f"db.t{i}" for i in range(tables)]
+        self.port = free_port()
+        entries = []
+        for table, topic in zip(self.tables, self.topics):
+            entry = events_config(tmp, bootstrap, topic)["tables"][0]
+            entries.append({**entry, "identifier": table})
+        self.config = {
+            "kafka": {"bootstrap_servers": bootstrap, "reader": "python", "max_offsets_per_trigger": 1000},
+            "catalog": catalog,
+            "checkpoint_location": str(tmp / "checkpoints"),
+            "trigger": {"processing_time": "1s"},
+            "readiness": {"max_commit_age": "5m"},
+            "http": {"host": "127.0.0.1", "ingest_port": self.port, "compact_port": 0},
+            "ingest": {"query": "shared", **(ingest or {})},
+            "log_format": "json",
+            "tables": entries,
+        }
+        self.path = tmp / "floe.yaml"
+        self.path.write_text(yaml.safe_dump(self.config))
+        self.log = tmp / "ingest.log"
+        self.runs = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self.producers = [PacedProducer(bootstrap, topic, change_events(60_000, KEYS, seed=i), RATE_CHUNK,
+                                        RATE_PAUSE_S) for i, topic in enumerate(self.topics)]
+
+    # -- running --------------------------------------------------------------------------------------------
+
+    def __enter__(self) -> FaultRig:
+        self.start()
+        for producer in self.producers:
+            producer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for producer in self.producers:
+            producer.finish.set()
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(60)
+
+    def start(self) -> None:
+        """Start ``floe ingest`` (again, appending to the same log)."""
+        self.runs += 1
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen([*FLOE, "ingest", "--config", str(self.path)], cwd=REPO, stdout=out,
+                                            stderr=subprocess.STDOUT, env=self.env)
+
+    def running(self) -> subprocess.Popen[bytes]:
+        assert self.process is not None
+        return self.process
+
+    def wait_for(self, what: str, condition: Callable[[], bool], timeout_s: float = 180.0) -> float:
+        """Wait until ``condition``; the seconds it took. Floe ending, or the timeout, fails with the log."""
+        began = time.monotonic()
+        while not condition():
+            code = self.running().poll()
+            assert code is None, f"floe ingest ended (exit {code}) while waiting for {what}:\n{self.tail()}"
+            assert time.monotonic() - began < timeout_s, f"not within {timeout_s:.0f}s: {what}:\n{self.tail()}"
+            time.sleep(0.25)
+        return time.monotonic() - began
+
+    def stop(self) -> int:
+        """SIGTERM, as Kubernetes stops a pod; the exit code."""
+        process = self.running()
+        process.send_signal(signal.SIGTERM)
+        return process.wait(180)
+
+    # -- what an operator reads -----------------------------------------------------------------------------
+
+    def records(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log.read_text(errors="replace").splitlines()
+                if line.startswith("{")]
+
+    def commits(self, table: str | None = None) -> list[Commit]:
+        found = []
+        for record in self.records():
+            if record.get("logger") == "floe.ingest" and re.match(r"batch \d+ committed", record["message"]) \
+                    and (table is None or record.get("table") == table):
+                found.append(Commit(record["table"], _unix(record["ts"])))
+        return found
+
+    def committed_since(self, table: str, since: float) -> bool:
+        return any(c.at >= since for c in self.commits(table))
+
+    def lines_between(self, since: float, until: float, level: str = "WARNING") -> list[str]:
+        """Floe's own lines at ``level`` or above logged in [since, until] (Unix seconds)."""
+        levels = {"WARNING": ("WARNING", "ERROR", "CRITICAL"), "ERROR": ("ERROR", "CRITICAL")}[level]
+        return [r["message"] for r in self.records()
+                if r.get("level") in levels and since <= _unix(r["ts"]) <= until]
+
+    def metric(self, name: str, table: str) -> float | None:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        try:
+            _, text = http_get(f"http://127.0.0.1:{self.port}/metrics")
+        except OSError:
+            return None
+        samples = [s.value for f in text_string_to_metric_families(text) for s in f.samples
+                   if s.name == name and s.labels == {"table": table}]
+        return samples[0] if samples else None
+
+    def ready(self) -> tuple[int, str]:
+        return http_get(f"http://127.0.0.1:{self.port}/readyz")
+
+    def tail(self, lines: int = 30) -> str:
+        kept = [line for line in self.log.read_text(errors="replace").splitlines()
+                if '"level": "INFO"' not in line and '"level": "DEBUG"' not in line]
+        return "\n".join(kept[-lines:])
+
+    # -- the end: drained, stopped, exact -------------------------------------------------------------------
+
+    def finish(self, oracle: Any, catalog: dict[str, Any] | None = None) -> None:
+        """Stop producing, wait until every table committed every offset, stop Floe, check every table."""
+        delivered = [producer.stop() for producer in self.producers]
+        ends = {topic: end_offsets(self.bootstrap, topic) for topic in self.topics}
+        with self.catalog(catalog) as opened:
+            def drained() -> bool:
+                return all(_offsets(opened, table) == {topic: ends[topic]}
+                           for table, topic in zip(self.tables, self.topics))
+
+            self.wait_for("every offset committed", drained, timeout_s=300)
+            assert self.stop() == EXIT_STOPPED, self.tail()
+            for table, records in zip(self.tables, delivered):
+                loaded = opened.load_table(table)
+                want = expected_table(records)
+                assert normalized(TableScan(loaded.io, loaded.metadata).to_arrow()) == want, f"{table} (Floe)"
+                java = oracle.call("tests.support.oracle_ops:read_by_metadata_location",
+                                   metadata_location=loaded.metadata_location)
+                assert normalized(java) == want, f"{table} (Iceberg Java)"
+        text = self.log.read_text(errors="replace")
+        assert not STACK_TRACE.search(text), "no traceback below DEBUG:\n" + text[-4000:]
+
+    @contextmanager
+    def catalog(self, catalog: dict[str, Any] | None = None) -> Iterator[Any]:
+        """Floe's catalog, as configured (or as ``catalog`` says, e.g. around a proxy that drops answers)."""
+        settings = catalog or self.config["catalog"]
+        opened = open_catalog(settings["uri"], settings["warehouse"], create=False)
+        try:
+            yield opened
+        finally:
+            opened.close()
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """Each partition's end offset (the next offset a producer writes)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fault-rig"})
+    try:
+        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions}
+    finally:
+        consumer.close()
+
+
+def _offsets(catalog: Any, table: str) -> dict[str, dict[int, int]]:
+    try:
+        return committed_offsets(catalog.load_table(table).metadata)
+    except Exception:  # noqa: BLE001 - not created yet, or the catalog is still coming back
+        return {}
+
+
+def _unix(text: str) -> float:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
