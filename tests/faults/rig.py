@@ -33,7 +33,15 @@ from commit.exactly_once import committed_offsets
 from service.ingest_command import EXIT_STOPPED
 from service.local_kafka import free_port
 from table.scan import TableScan
-from tests.ingest.e2e_support import REPO, PacedProducer, change_events, create_topic, expected_table, normalized
+from tests.ingest.e2e_support import (
+    REPO,
+    PacedProducer,
+    change_events,
+    create_topic,
+    expected_table,
+    normalized,
+    produce,
+)
 from tests.service.test_ingest_command import events_config, http_get
 
 FLOE = [sys.executable, "-m", "service.cli"]
@@ -54,15 +62,15 @@ class FaultRig:
     """``with FaultRig(...) as rig:`` starts Floe and the producers; :meth:`finish` drains, stops and checks."""
 
     def __init__(self, tmp: Path, bootstrap: str, catalog: dict[str, Any], *, tables: int = 2,
-                 ingest: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> None:
+                 table: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> None:
         self.tmp, self.bootstrap, self.env = tmp, bootstrap, env
         self.topics = [create_topic(bootstrap, f"fault{i}", partitions=2) for i in range(tables)]
         self.tables = [f"db.t{i}" for i in range(tables)]
         self.port = free_port()
         entries = []
-        for table, topic in zip(self.tables, self.topics):
+        for name, topic in zip(self.tables, self.topics):
             entry = events_config(tmp, bootstrap, topic)["tables"][0]
-            entries.append({**entry, "identifier": table})
+            entries.append({**entry, **(table or {}), "identifier": name})
         self.config = {
             "kafka": {"bootstrap_servers": bootstrap, "reader": "python", "max_offsets_per_trigger": 1000},
             "catalog": catalog,
@@ -70,7 +78,7 @@ class FaultRig:
             "trigger": {"processing_time": "1s"},
             "readiness": {"max_commit_age": "5m"},
             "http": {"host": "127.0.0.1", "ingest_port": self.port, "compact_port": 0},
-            "ingest": {"query": "shared", **(ingest or {})},
+            "ingest": {"query": "shared"},
             "log_format": "json",
             "tables": entries,
         }
@@ -103,6 +111,10 @@ class FaultRig:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen([*FLOE, "ingest", "--config", str(self.path)], cwd=REPO, stdout=out,
                                             stderr=subprocess.STDOUT, env=self.env)
+
+    def produce(self, index: int, events: list[Any]) -> None:
+        """More records into topic ``index``, beside its paced ones, and expected in its table."""
+        self.producers[index].delivered.extend(produce(self.bootstrap, self.topics[index], events))
 
     def running(self) -> subprocess.Popen[bytes]:
         assert self.process is not None
@@ -168,8 +180,9 @@ class FaultRig:
 
     # -- the end: drained, stopped, exact -------------------------------------------------------------------
 
-    def finish(self, oracle: Any, catalog: dict[str, Any] | None = None) -> None:
-        """Stop producing, wait until every table committed every offset, stop Floe, check every table."""
+    def finish(self, java: Callable[[Any], Any], catalog: dict[str, Any] | None = None) -> None:
+        """Stop producing, wait until every table committed every offset, stop Floe, check every table
+        (``java`` reads a loaded table in Iceberg Java: :func:`by_metadata_location`, say)."""
         delivered = [producer.stop() for producer in self.producers]
         ends = {topic: end_offsets(self.bootstrap, topic) for topic in self.topics}
         with self.catalog(catalog) as opened:
@@ -183,9 +196,7 @@ class FaultRig:
                 loaded = opened.load_table(table)
                 want = expected_table(records)
                 assert normalized(TableScan(loaded.io, loaded.metadata).to_arrow()) == want, f"{table} (Floe)"
-                java = oracle.call("tests.support.oracle_ops:read_by_metadata_location",
-                                   metadata_location=loaded.metadata_location)
-                assert normalized(java) == want, f"{table} (Iceberg Java)"
+                assert normalized(java(loaded)) == want, f"{table} (Iceberg Java)"
         text = self.log.read_text(errors="replace")
         assert not STACK_TRACE.search(text), "no traceback below DEBUG:\n" + text[-4000:]
 
@@ -193,11 +204,17 @@ class FaultRig:
     def catalog(self, catalog: dict[str, Any] | None = None) -> Iterator[Any]:
         """Floe's catalog, as configured (or as ``catalog`` says, e.g. around a proxy that drops answers)."""
         settings = catalog or self.config["catalog"]
-        opened = open_catalog(settings["uri"], settings["warehouse"], create=False)
+        opened = open_catalog(settings["uri"], settings["warehouse"], settings.get("name", "floe"), create=False)
         try:
             yield opened
         finally:
             opened.close()
+
+
+def by_metadata_location(oracle: Any) -> Callable[[Any], Any]:
+    """Iceberg Java reading a loaded table from its metadata file, on local disk."""
+    return lambda loaded: oracle.call("tests.support.oracle_ops:read_by_metadata_location",
+                                      metadata_location=loaded.metadata_location)
 
 
 def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:

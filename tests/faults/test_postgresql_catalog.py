@@ -23,7 +23,7 @@ import time
 import psycopg
 import pytest
 
-from tests.faults.rig import FaultRig
+from tests.faults.rig import FaultRig, by_metadata_location
 from tests.support.postgres import PostgresServer
 
 LOCK_S = 60.0
@@ -40,7 +40,7 @@ def test_a_locked_row_and_a_shutdown_mid_commit_lose_and_repeat_nothing(kafka_bo
             rig.wait_for("both tables committing", lambda: all(rig.commits(t) for t in rig.tables), 300)
             locked_row(rig, uri)
             shutdown_mid_commit(rig, server, uri)
-            rig.finish(iceberg_oracle)
+            rig.finish(by_metadata_location(iceberg_oracle))
 
 
 def locked_row(rig: FaultRig, uri: str) -> None:

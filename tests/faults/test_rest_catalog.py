@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from tests.faults.rig import FaultRig
+from tests.faults.rig import FaultRig, by_metadata_location
 from tests.support.dropping_proxy import DroppingProxy
 from tests.support.rest_catalog import RestCatalogServer
 
@@ -45,7 +45,7 @@ def test_a_catalog_down_for_a_minute_and_lost_commit_answers_lose_and_repeat_not
             rig.wait_for("both tables committing", lambda: all(rig.commits(t) for t in rig.tables), 300)
             catalog_down(rig, proxy)
             answers_lost(rig, proxy)
-            rig.finish(iceberg_oracle, {"uri": server.uri, "warehouse": warehouse})
+            rig.finish(by_metadata_location(iceberg_oracle), {"uri": server.uri, "warehouse": warehouse})
 
 
 def catalog_down(rig: FaultRig, proxy: DroppingProxy) -> None:

@@ -46,6 +46,13 @@ class LoopbackServer:
             proc.kill()
             proc.wait(timeout=30)
 
+    def kill(self) -> None:
+        """SIGKILL, as a crash or an OOM kill ends it: connections reset, nothing flushed."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+
     def _launch(self, command: Sequence[str], env: Optional[Mapping[str, str]] = None) -> None:
         """Start ``command`` (dying with this process) and wait until it answers; stopped again on failure."""
         if self._proc is not None:

@@ -41,6 +41,14 @@ class S3Proxy(LoopbackServer):
     def __init__(self, work_dir: Path, startup_timeout_s: float = 60.0) -> None:
         super().__init__(work_dir, startup_timeout_s)
         self.port = 0
+        self.middleware: dict[str, str] = {}  # more s3proxy.* properties: a read-only store, slow uploads
+
+    def restart(self, middleware: dict[str, str] | None = None) -> None:
+        """Stop, and start again on the same port and objects, with ``middleware``: ``s3proxy.*`` properties
+        such as ``{"s3proxy.read-only-blobstore": "true"}``."""
+        self.stop()
+        self.middleware = dict(middleware or {})
+        self.start()
 
     @property
     def endpoint(self) -> str:
@@ -61,7 +69,7 @@ class S3Proxy(LoopbackServer):
 
     def start(self) -> "S3Proxy":
         (self.work_dir / "blobs").mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
+        self.port = self.port or free_port()  # started again after kill(): the same port, the same objects
         properties = self.work_dir / "s3proxy.properties"
         properties.write_text(self._properties())
         logback = self.work_dir / "logback.xml"
@@ -91,6 +99,7 @@ class S3Proxy(LoopbackServer):
             f"jclouds.filesystem.basedir={self.work_dir / 'blobs'}",
             f"jclouds.identity={ACCESS_KEY}",
             f"jclouds.credential={SECRET_KEY}",
+            *(f"{key}={value}" for key, value in self.middleware.items()),
             "",
         ])
 
