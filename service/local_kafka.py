@@ -211,6 +211,13 @@ class LocalKafka:
             proc.kill()
             proc.wait(timeout=30)
 
+    def kill(self) -> None:
+        """SIGKILL, as a crash or an OOM kill ends the broker: nothing flushed, no goodbye to clients."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+
     def freeze(self) -> None:
         """SIGSTOP: the broker keeps its sockets open and answers nothing, as a hung host does."""
         self._running().send_signal(signal.SIGSTOP)
