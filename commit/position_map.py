@@ -124,8 +124,8 @@ class PositionMap:
         group was read) get a null path and position: they are nowhere.
         """
         new_paths = np.array(paths.to_pylist(), dtype=object)
-        new_positions = positions.to_numpy(zero_copy_only=False).astype(np.int64, copy=True)
-        gone = np.zeros(len(new_paths), dtype=bool)
+        new_positions = pc.fill_null(positions, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=True)
+        gone = positions.is_null().to_numpy(zero_copy_only=False).copy()  # nowhere already: it stays so
         for old_path in set(pc.unique(paths).to_pylist()) & self.files.keys():
             rows = np.flatnonzero(new_paths == old_path)
             files, moved = self.files[old_path].relocate(new_positions[rows])

@@ -49,7 +49,7 @@ def compaction_options(config: CompactionConfig) -> CompactionOptions:
         remove_orphans=config.remove_orphans.enabled,
         orphan_older_than_ms=_ms(config.remove_orphans.older_than),
     )
-    return CompactionOptions(rewrite=rewrite, maintenance=maintenance)
+    return CompactionOptions(rewrite=rewrite, maintenance=maintenance, lease_ttl_ms=_ms(config.lease_ttl))
 
 
 def build_runners(

@@ -131,11 +131,14 @@ def through_planned_ends(
 
     Spark read every offset up to the planned end; where no record follows
     the last one seen (a commit marker, an aborted transaction), the range
-    still ends there. A partition without a record in this batch whose end
-    moved past the table's ``committed`` offset gets the range from that
-    offset. One the table never covered stays out: recorded once and never
-    again, it would hold snapshot expiry back for good (expiry keeps the
-    newest snapshot that covered each partition).
+    still ends there. A partition without a record in this batch gets the
+    range from the table's ``committed`` offset to its end: empty when the
+    partition sat idle. So every commit stands in each partition the table
+    has covered, and its newest snapshot holds all of its offsets: expiry
+    keeps the newest snapshot that covered each partition, and the history
+    back to it, so an idle partition left out would hold expiry back for as
+    long as it stays idle. One the table never covered stays out: recorded
+    once and never again, it would hold expiry back for good.
     """
     offsets: Offsets = {t: dict(ranges) for t, ranges in stats.offsets.items()}
     for topic, ends in planned.items():
@@ -147,7 +150,7 @@ def through_planned_ends(
                 offsets[topic][partition] = (seen[0], max(seen[1], end))
                 continue
             done = committed.get(topic, {}).get(partition)
-            if done is not None and end > done:
+            if done is not None and end >= done:
                 offsets.setdefault(topic, {})[partition] = (done, end)
     return dataclasses.replace(stats, offsets=offsets)
 

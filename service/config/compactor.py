@@ -131,6 +131,11 @@ class CompactionConfig(Section):
         default_factory=ExpireSnapshotsConfig, description="Snapshot expiry."
     )
     remove_orphans: RemoveOrphansConfig = Field(default_factory=RemoveOrphansConfig, description="Orphan file removal.")
+    lease_ttl: Duration = Field(
+        timedelta(minutes=10),
+        description="How long a table's compaction lease lasts unrenewed (a run renews it every third of this): "
+        "a compactor that dies mid-run holds its tables this long, then another replica takes them over.",
+    )
 
     @model_validator(mode="after")
     def _coherent(self) -> CompactionConfig:

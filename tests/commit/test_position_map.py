@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Hashable
 
+import warnings
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -149,3 +150,15 @@ def test_relocate_moves_each_row_where_it_was_written(case) -> None:  # type: ig
     moved = list(zip(paths.to_pylist(), positions.to_pylist()))
     expected = [truth.get(r, (None, None)) for r in rows[:-1]] + [("untouched", 7)]
     assert moved == expected
+
+
+def test_a_row_that_was_nowhere_already_stays_nowhere() -> None:
+    """A second remap over the key index meets rows an earlier one found deleted (null path and position):
+    they stay null, and no NaN is cast to a position on the way."""
+    builder = PositionMapBuilder()
+    builder.add("a", pa.array([0, 1]), "p", 0)
+    position_map = builder.build({"p": [("n", 2)]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        paths, positions = position_map.relocate(pa.array(["a", None, "b"]), pa.array([1, None, 5], pa.int64()))
+    assert paths.to_pylist() == ["n", None, "b"] and positions.to_pylist() == [1, None, 5]

@@ -15,11 +15,14 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,6 +38,8 @@ from service.local_kafka import free_port
 from table.scan import TableScan
 from tests.ingest.e2e_support import (
     REPO,
+    T0,
+    Event,
     PacedProducer,
     change_events,
     create_topic,
@@ -42,7 +47,7 @@ from tests.ingest.e2e_support import (
     normalized,
     produce,
 )
-from tests.service.test_ingest_command import events_config, http_get
+from tests.service.test_ingest_command import EVENT_COLUMNS, events_config, http_get
 
 FLOE = [sys.executable, "-m", "service.cli"]
 STACK_TRACE = re.compile(r"Traceback \(most recent call last\)|^\s+at [\w.$]+\(|py4j\.protocol", re.M)
@@ -61,60 +66,74 @@ class Commit:
 class FaultRig:
     """``with FaultRig(...) as rig:`` starts Floe and the producers; :meth:`finish` drains, stops and checks."""
 
-    def __init__(self, tmp: Path, bootstrap: str, catalog: dict[str, Any], *, tables: int = 2,
-                 table: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(self, tmp: Path, bootstrap: str, catalog: dict[str, Any], *, tables: int = 2, appends: int = 0,
+                 table: dict[str, Any] | None = None, env: dict[str, str] | None = None,
+                 extra: dict[str, Any] | None = None) -> None:
+        """``tables`` upsert tables db.t<i> and ``appends`` append tables db.a<i>, each on a topic of two
+        partitions; ``table``: settings for every table; ``extra``: more top-level settings."""
         self.tmp, self.bootstrap, self.env = tmp, bootstrap, env
-        self.topics = [create_topic(bootstrap, f"fault{i}", partitions=2) for i in range(tables)]
         self.tables = [f"db.t{i}" for i in range(tables)]
+        self.appends = [f"db.a{i}" for i in range(appends)]
+        self.topic = {name: create_topic(bootstrap, f"fault-{name[3:]}", partitions=2)
+                      for name in self.tables + self.appends}
         self.port = free_port()
-        entries = []
-        for name, topic in zip(self.tables, self.topics):
-            entry = events_config(tmp, bootstrap, topic)["tables"][0]
-            entries.append({**entry, **(table or {}), "identifier": name})
+        entries = [{**events_config(tmp, bootstrap, self.topic[name])["tables"][0], **(table or {}),
+                    "identifier": name} for name in self.tables]
+        entries += [{"identifier": name, "topics": [self.topic[name]], "schema": EVENT_COLUMNS, **(table or {})}
+                    for name in self.appends]
         self.config = {
             "kafka": {"bootstrap_servers": bootstrap, "reader": "python", "max_offsets_per_trigger": 1000},
             "catalog": catalog,
             "checkpoint_location": str(tmp / "checkpoints"),
             "trigger": {"processing_time": "1s"},
             "readiness": {"max_commit_age": "5m"},
-            "http": {"host": "127.0.0.1", "ingest_port": self.port, "compact_port": 0},
+            "http": {"host": "127.0.0.1", "ingest_port": self.port, "compact_port": free_port()},
             "ingest": {"query": "shared"},
             "log_format": "json",
             "tables": entries,
+            **(extra or {}),
         }
         self.path = tmp / "floe.yaml"
         self.path.write_text(yaml.safe_dump(self.config))
         self.log = tmp / "ingest.log"
         self.runs = 0
         self.process: subprocess.Popen[bytes] | None = None
-        self.producers = [PacedProducer(bootstrap, topic, change_events(60_000, KEYS, seed=i), RATE_CHUNK,
-                                        RATE_PAUSE_S) for i, topic in enumerate(self.topics)]
+        self.producers: dict[str, PacedProducer] = {
+            name: PacedProducer(bootstrap, self.topic[name], change_events(60_000, KEYS, seed=i), RATE_CHUNK,
+                                RATE_PAUSE_S) for i, name in enumerate(self.tables)}
+        self.producers.update({name: AppendProducer(bootstrap, self.topic[name], 100_000 * (i + 1))
+                               for i, name in enumerate(self.appends)})
 
     # -- running --------------------------------------------------------------------------------------------
 
     def __enter__(self) -> FaultRig:
         self.start()
-        for producer in self.producers:
+        for producer in self.producers.values():
             producer.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for producer in self.producers:
+        for producer in self.producers.values():
             producer.finish.set()
         if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(60)
+            self.kill()
 
     def start(self) -> None:
         """Start ``floe ingest`` (again, appending to the same log)."""
         self.runs += 1
         with self.log.open("ab") as out:
             self.process = subprocess.Popen([*FLOE, "ingest", "--config", str(self.path)], cwd=REPO, stdout=out,
-                                            stderr=subprocess.STDOUT, env=self.env)
+                                            stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
 
-    def produce(self, index: int, events: list[Any]) -> None:
-        """More records into topic ``index``, beside its paced ones, and expected in its table."""
-        self.producers[index].delivered.extend(produce(self.bootstrap, self.topics[index], events))
+    def kill(self) -> None:
+        """SIGKILL to Floe's whole process group (its Spark JVM too), as a lost node ends it."""
+        process = self.running()
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(60)
+
+    def produce(self, table: str, events: list[Any]) -> None:
+        """More records into ``table``'s topic, beside its paced ones, and expected in it."""
+        self.producers[table].delivered.extend(produce(self.bootstrap, self.topic[table], events))
 
     def running(self) -> subprocess.Popen[bytes]:
         assert self.process is not None
@@ -180,23 +199,28 @@ class FaultRig:
 
     # -- the end: drained, stopped, exact -------------------------------------------------------------------
 
-    def finish(self, java: Callable[[Any], Any], catalog: dict[str, Any] | None = None) -> None:
+    def finish(self, java_read: Callable[[Any], Any], catalog: dict[str, Any] | None = None) -> None:
         """Stop producing, wait until every table committed every offset, stop Floe, check every table
-        (``java`` reads a loaded table in Iceberg Java: :func:`by_metadata_location`, say)."""
-        delivered = [producer.stop() for producer in self.producers]
-        ends = {topic: end_offsets(self.bootstrap, topic) for topic in self.topics}
+        (``java_read`` reads a loaded table in Iceberg Java: :func:`by_metadata_location`, say)."""
+        delivered = {name: producer.stop() for name, producer in self.producers.items()}
+        ends = {name: end_offsets(self.bootstrap, topic) for name, topic in self.topic.items()}
         with self.catalog(catalog) as opened:
             def drained() -> bool:
-                return all(_offsets(opened, table) == {topic: ends[topic]}
-                           for table, topic in zip(self.tables, self.topics))
+                return all(_offsets(opened, name) == {self.topic[name]: ends[name]} for name in self.topic)
 
             self.wait_for("every offset committed", drained, timeout_s=300)
             assert self.stop() == EXIT_STOPPED, self.tail()
-            for table, records in zip(self.tables, delivered):
-                loaded = opened.load_table(table)
-                want = expected_table(records)
-                assert normalized(TableScan(loaded.io, loaded.metadata).to_arrow()) == want, f"{table} (Floe)"
-                assert normalized(java(loaded)) == want, f"{table} (Iceberg Java)"
+            for name in self.topic:
+                loaded = opened.load_table(name)
+                floe, java = TableScan(loaded.io, loaded.metadata).to_arrow(), java_read(loaded)
+                if name in self.appends:
+                    want = Counter(json.loads(d.event.value)["id"] for d in delivered[name])
+                    assert Counter(floe.column("id").to_pylist()) == want, f"{name}: each record once (Floe)"
+                    assert Counter(java.column("id").to_pylist()) == want, f"{name}: each record once (Java)"
+                else:
+                    want = expected_table(delivered[name])
+                    assert normalized(floe) == want, f"{name} (Floe)"
+                    assert normalized(java) == want, f"{name} (Iceberg Java)"
         text = self.log.read_text(errors="replace")
         assert not STACK_TRACE.search(text), "no traceback below DEBUG:\n" + text[-4000:]
 
@@ -209,6 +233,29 @@ class FaultRig:
             yield opened
         finally:
             opened.close()
+
+
+class AppendProducer(PacedProducer):
+    """Append records with ids ``first``, ``first + 1``, ... into both partitions in turn, or only into
+    partition 0 once :attr:`one_partition` is set (partition 1 then sits idle)."""
+
+    def __init__(self, bootstrap: str, topic: str, first: int) -> None:
+        events = [Event(json.dumps(i).encode(), json.dumps({"id": i, "name": f"a{i}", "amount": i / 4,
+                                                            "event_ts": T0.isoformat(), "version": 1}).encode())
+                  for i in range(first, first + 60_000)]
+        super().__init__(bootstrap, topic, events, RATE_CHUNK, RATE_PAUSE_S)
+        self.one_partition = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.finish.is_set():
+                spread = 1 if self.one_partition.is_set() else 2
+                self.delivered.extend(produce(self.bootstrap, self.topic, self.more(self.chunk), round_robin=spread))
+                self.started.set()
+                self.finish.wait(self.pause_s)
+        except BaseException as error:  # noqa: BLE001 - reported by stop()
+            self.error = error
+            self.started.set()
 
 
 def by_metadata_location(oracle: Any) -> Callable[[Any], Any]:

@@ -86,7 +86,7 @@ def writes_refused(rig: FaultRig, s3: S3Proxy) -> None:
 def killed_mid_upload(rig: FaultRig, s3: S3Proxy) -> None:
     """S3Proxy SIGKILLed while a data file over the part size is being uploaded; started again KILLED_S later."""
     uploads = s3.work_dir / "blobs" / "faults"
-    rig.produce(0, big_records())
+    rig.produce("db.t0", big_records())
     rig.wait_for("a multipart upload in flight", lambda: in_flight(uploads), 180)
     began = time.time()
     s3.kill()

@@ -43,6 +43,10 @@ def test_config_maps_onto_compaction_options(tmp_path):
     assert options.rewrite["target-file-size-bytes"] == "1048576"
     assert options.maintenance.orphan_older_than_ms == 3 * 86_400_000
     assert options.maintenance.expire_older_than_ms == 5 * 86_400_000
+    assert options.lease_ttl_ms == 600_000
+    raw = _config(tmp_path, f"sqlite:///{tmp_path / 'c.db'}", tmp_path / "wh")
+    raw["compaction"]["lease_ttl"] = "20s"
+    assert compaction_options(parse_config(raw).compaction).lease_ttl_ms == 20_000
 
 
 def _small_files_table(tmp_path: Path) -> tuple[HandWrittenTable, Catalog, Path]:
