@@ -7,8 +7,9 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 JARS   := .cache/jars
 PYTEST_ARGS ?=
-# Test worker processes (pytest-xdist); each test file runs whole on one of them.
-TEST_WORKERS ?= 2
+# Test worker processes (pytest-xdist); each test file runs whole on one of them. Three on two cores:
+# the fault tests (tests/faults) spend most of their time waiting out an outage.
+TEST_WORKERS ?= 3
 BASE_IMAGE ?= localhost/floe-base:bookworm
 IMAGE  ?= localhost/floe:dev
 
