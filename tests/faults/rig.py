@@ -51,7 +51,7 @@ from tests.service.test_ingest_command import EVENT_COLUMNS, events_config, http
 
 FLOE = [sys.executable, "-m", "service.cli"]
 STACK_TRACE = re.compile(r"Traceback \(most recent call last\)|^\s+at [\w.$]+\(|py4j\.protocol", re.M)
-RATE_CHUNK, RATE_PAUSE_S = 20, 0.5  # 40 records a second into each topic
+RATE_PAUSE_S = 0.5  # a chunk of records into each topic every half second
 KEYS = 300
 
 
@@ -68,9 +68,10 @@ class FaultRig:
 
     def __init__(self, tmp: Path, bootstrap: str, catalog: dict[str, Any], *, tables: int = 2, appends: int = 0,
                  table: dict[str, Any] | None = None, env: dict[str, str] | None = None,
-                 extra: dict[str, Any] | None = None) -> None:
+                 extra: dict[str, Any] | None = None, rate: int = 40, events: int = 60_000) -> None:
         """``tables`` upsert tables db.t<i> and ``appends`` append tables db.a<i>, each on a topic of two
-        partitions; ``table``: settings for every table; ``extra``: more top-level settings."""
+        partitions, fed ``rate`` records a second (``events`` at most); ``table``: settings for every table;
+        ``extra``: more top-level settings."""
         self.tmp, self.bootstrap, self.env = tmp, bootstrap, env
         self.tables = [f"db.t{i}" for i in range(tables)]
         self.appends = [f"db.a{i}" for i in range(appends)]
@@ -98,10 +99,11 @@ class FaultRig:
         self.log = tmp / "ingest.log"
         self.runs = 0
         self.process: subprocess.Popen[bytes] | None = None
+        chunk = max(1, round(rate * RATE_PAUSE_S))
         self.producers: dict[str, PacedProducer] = {
-            name: PacedProducer(bootstrap, self.topic[name], change_events(60_000, KEYS, seed=i), RATE_CHUNK,
+            name: PacedProducer(bootstrap, self.topic[name], change_events(events, KEYS, seed=i), chunk,
                                 RATE_PAUSE_S) for i, name in enumerate(self.tables)}
-        self.producers.update({name: AppendProducer(bootstrap, self.topic[name], 100_000 * (i + 1))
+        self.producers.update({name: AppendProducer(bootstrap, self.topic[name], 10_000_000 * (i + 1), events, chunk)
                                for i, name in enumerate(self.appends)})
 
     # -- running --------------------------------------------------------------------------------------------
@@ -239,11 +241,11 @@ class AppendProducer(PacedProducer):
     """Append records with ids ``first``, ``first + 1``, ... into both partitions in turn, or only into
     partition 0 once :attr:`one_partition` is set (partition 1 then sits idle)."""
 
-    def __init__(self, bootstrap: str, topic: str, first: int) -> None:
+    def __init__(self, bootstrap: str, topic: str, first: int, count: int, chunk: int) -> None:
         events = [Event(json.dumps(i).encode(), json.dumps({"id": i, "name": f"a{i}", "amount": i / 4,
                                                             "event_ts": T0.isoformat(), "version": 1}).encode())
-                  for i in range(first, first + 60_000)]
-        super().__init__(bootstrap, topic, events, RATE_CHUNK, RATE_PAUSE_S)
+                  for i in range(first, first + count)]
+        super().__init__(bootstrap, topic, events, chunk, RATE_PAUSE_S)
         self.one_partition = threading.Event()
 
     def run(self) -> None:
