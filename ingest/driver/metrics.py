@@ -31,6 +31,7 @@ from collections.abc import Mapping
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
+from ingest.driver.failure_cause import CAUSES
 from ingest.driver.offset_accounting import PerPartition
 
 log = logging.getLogger("floe.ingest")
@@ -137,8 +138,9 @@ class IngestMetrics:
         )
         self.table_failures = Counter(
             "floe_ingest_table_failures_total",
-            "Batches of a shared query that failed for this table alone, the table then held",
-            t,
+            "Batches of a shared query that failed for this table alone, the table then held, by the dependency "
+            "that failed (cause): catalog, storage, kafka, schema_registry or other",
+            [*t, "cause"],
             registry=r,
         )
 
@@ -160,9 +162,10 @@ class IngestMetrics:
             self.commit_conflicts,
             self.index_lookups,
             self.index_rebuilds,
-            self.table_failures,
         ):
             counter.labels(table).inc(0)
+        for cause in CAUSES:
+            self.table_failures.labels(table, cause).inc(0)
         self.table_held.labels(table).set(0)
         for result in BATCH_RESULTS:
             self.batches.labels(table, result).inc(0)
@@ -253,8 +256,9 @@ class IngestMetrics:
         """One writer schema version of the table's subject: ``evolved``, ``taken`` or ``refused``."""
         self.schema_changes.labels(table, result).inc()
 
-    def set_held(self, table: str, held: bool) -> None:
-        """A shared query's table held after failing (counted), or landing again."""
+    def set_held(self, table: str, held: bool, cause: str = "other") -> None:
+        """A shared query's table held after failing (counted by ``cause``: :mod:`ingest.driver.failure_cause`),
+        or landing again."""
         if held:
-            self.table_failures.labels(table).inc()
+            self.table_failures.labels(table, cause).inc()
         self.table_held.labels(table).set(1 if held else 0)

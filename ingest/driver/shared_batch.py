@@ -51,6 +51,7 @@ from ingest.driver.batch_committer import IndexRaced
 from ingest.driver.batch_write import BatchOutcome, BatchWrite
 from ingest.driver.catch_up import catch_up_ranges, ranges_frame
 from ingest.driver.commit_clock import CommitClock
+from ingest.driver.failure_cause import failure_cause
 from ingest.driver.metrics import IngestMetrics
 from ingest.driver.offset_accounting import PerPartition, batch_stats
 from ingest.driver.offset_log import OffsetLog
@@ -319,7 +320,7 @@ class SharedBatch:
         table = processor.table.identifier
         hold = self._holds.hold(table, summarize_error(error))
         self._metrics.batch_failed(table)
-        self._metrics.set_held(table, True)
+        self._metrics.set_held(table, True, failure_cause(error))
         log.warning(
             "batch %d failed for %s: %s; the table is held, its records wait in Kafka, and it is tried again "
             "in %.0fs (failure %d in a row); the other tables go on",

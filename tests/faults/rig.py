@@ -180,16 +180,19 @@ class FaultRig:
         return [r["message"] for r in self.records()
                 if r.get("level") in levels and since <= _unix(r["ts"]) <= until]
 
-    def metric(self, name: str, table: str) -> float | None:
+    def metric(self, name: str, table: str, **labels: str) -> float | None:
+        """The sum of ``name``'s samples of ``table`` (and ``labels``); None when /metrics does not answer or
+        has none."""
         from prometheus_client.parser import text_string_to_metric_families
 
         try:
             _, text = http_get(f"http://127.0.0.1:{self.port}/metrics")
         except OSError:
             return None
+        wanted = {"table": table, **labels}
         samples = [s.value for f in text_string_to_metric_families(text) for s in f.samples
-                   if s.name == name and s.labels == {"table": table}]
-        return samples[0] if samples else None
+                   if s.name == name and all(s.labels.get(k) == v for k, v in wanted.items())]
+        return sum(samples) if samples else None
 
     def ready(self) -> tuple[int, str]:
         return http_get(f"http://127.0.0.1:{self.port}/readyz")

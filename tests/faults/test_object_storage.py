@@ -80,6 +80,8 @@ def writes_refused(rig: FaultRig, s3: S3Proxy) -> None:
     recovery = {t: rig.wait_for(f"{t} landing again", lambda t=t: rig.committed_since(t, back)) for t in rig.tables}
     floe = [line for line in rig.lines_between(began, time.time()) if line.startswith("batch ")]
     assert 2 <= len(floe) <= 14, f"a line per held try of each table, not per attempt: {floe}"
+    assert all(rig.metric("floe_ingest_table_failures_total", t, cause="storage") for t in rig.tables), \
+        "each table's failures counted as storage's"
     print(f"FIGURES S3 writes refused {REFUSED_S:.0f}s: landed again {recovery} s after; {len(floe)} Floe line(s)")
 
 

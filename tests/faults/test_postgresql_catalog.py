@@ -66,7 +66,7 @@ def locked_row(rig: FaultRig, uri: str) -> None:
 
 def shutdown_mid_commit(rig: FaultRig, server: PostgresServer, uri: str) -> None:
     """PostgreSQL shut down while Floe's commit to db.t1 waits on the row's lock, started again DOWN_S later."""
-    failures = {t: rig.metric("floe_ingest_table_failures_total", t) or 0 for t in rig.tables}
+    failures = {t: rig.metric("floe_ingest_table_failures_total", t, cause="catalog") or 0 for t in rig.tables}
     blocker = psycopg.connect(uri)
     blocker.execute("SELECT 1 FROM iceberg_tables WHERE table_name = 't1' FOR UPDATE")
     rig.wait_for("a commit waiting on db.t1's row", lambda: commit_waiting(uri), 60)
@@ -79,8 +79,8 @@ def shutdown_mid_commit(rig: FaultRig, server: PostgresServer, uri: str) -> None
     recovery = {t: rig.wait_for(f"{t} landing again", lambda t=t: rig.committed_since(t, back)) for t in rig.tables}
     for table in rig.tables:
         rig.wait_for(f"{table} no longer held", lambda t=table: rig.metric("floe_ingest_table_held", t) == 0, 60)
-    assert (rig.metric("floe_ingest_table_failures_total", "db.t1") or 0) > failures["db.t1"], \
-        "the cut commit counted as db.t1's failure"
+    assert (rig.metric("floe_ingest_table_failures_total", "db.t1", cause="catalog") or 0) > failures["db.t1"], \
+        "the cut commit counted as db.t1's failure, the catalog's"
     lines = rig.lines_between(began, time.time())
     assert 1 <= len(lines) <= 12, f"a line per held try (and one for the lag probe), not per attempt: {lines}"
     print(f"FIGURES shutdown {DOWN_S:.0f}s: landed again {recovery} s after the restart; "

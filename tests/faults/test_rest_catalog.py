@@ -66,6 +66,8 @@ def catalog_down(rig: FaultRig, proxy: DroppingProxy) -> None:
     lines = rig.lines_between(began, time.time())
     assert 2 <= len(lines) <= 14, f"a line per held try of each table, not per attempt: {lines}"
     assert all("HTTP 503" in line for line in lines), lines
+    assert all(rig.metric("floe_ingest_table_failures_total", t, cause="catalog") for t in rig.tables), \
+        "each table's failures counted as the catalog's"
     print(f"FIGURES REST 503 for {DOWN_S:.0f}s: landed again {recovery} s after; {len(lines)} warning line(s)")
 
 

@@ -35,7 +35,7 @@ def test_every_documented_ingest_metric_is_exported_with_its_labels():
     metrics.set_lag(table, {"t": {0: 5}})
     metrics.set_freshness(table, {"t": {0: 1_000_000}}, now_s=3.0, lag={"t": {0: 5}})
     metrics.set_kafka_up(table, True)
-    metrics.set_held(table, True)
+    metrics.set_held(table, True, "storage")
     metrics.schema_version(table, "refused")
     metrics.files_written.labels(table, "position_deletes").inc(0)
     metrics.index_committed(table, entries=120, size_bytes=4096, lookups=8, update_s=0.05, rebuilt=True)
@@ -55,7 +55,7 @@ def test_every_documented_ingest_metric_is_exported_with_its_labels():
     assert 'floe_key_index_entries{table="db.t"} 120.0' in text
     assert 'floe_key_index_rebuilds_total{table="db.t"} 1.0' in text
     assert 'floe_ingest_table_held{table="db.t"} 1.0' in text
-    assert 'floe_ingest_table_failures_total{table="db.t"} 1.0' in text
+    assert 'floe_ingest_table_failures_total{cause="storage",table="db.t"} 1.0' in text
 
 
 def test_every_labelled_counter_starts_at_zero_and_the_last_commit_is_seeded():
