@@ -3,13 +3,14 @@
 One failing table must not stop the others (its catalog refuses it, it was
 dropped by hand, its schema cannot take the records). A shared query holds
 such a table: the batches go on without it, its records wait in Kafka, and it
-is tried again after a backoff that doubles from :data:`FIRST_RETRY_S` to
+is tried again after a jittered backoff that doubles from :data:`FIRST_RETRY_S` to
 :data:`MAX_RETRY_S`. Nothing of it is lost: its committed offsets, its floors,
 are where it goes on from when it lands again (:mod:`ingest.driver.catch_up`).
 """
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -31,16 +32,19 @@ class Hold:
 class TableHolds:
     """The held tables; thread-safe (batches, the due timer and the metrics ask)."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, draw: Callable[[], float] = random.random) -> None:
         self._clock = clock
+        self._draw = draw
         self._holds: dict[str, Hold] = {}
         self._lock = threading.Lock()
 
     def hold(self, table: str, reason: str) -> Hold:
-        """``table`` failed again: held, its next try after the doubled backoff."""
+        """``table`` failed again: held, its next try after the doubled backoff, jittered by a quarter either
+        way (tables held by one outage, and replicas, then do not all try again at once)."""
         with self._lock:
             failures = self._holds[table].failures + 1 if table in self._holds else 1
-            delay = min(FIRST_RETRY_S * 2 ** (failures - 1), MAX_RETRY_S)
+            step = min(FIRST_RETRY_S * 2 ** (failures - 1), MAX_RETRY_S)
+            delay = min(step * (0.75 + 0.5 * self._draw()), MAX_RETRY_S)
             hold = self._holds[table] = Hold(reason, failures, self._clock() + delay)
             return hold
 

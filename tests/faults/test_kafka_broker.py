@@ -27,8 +27,9 @@ import yaml
 
 from service.ingest_command import EXIT_STOPPED
 from service.local_kafka import LocalKafka, free_port
-from tests.faults.rig import FLOE, STACK_TRACE
-from tests.ingest.e2e_support import REPO, change_events, create_topic, expected_table, produce
+from commit.catalog.sql.catalog import SqlCatalog
+from tests.faults.rig import FLOE, STACK_TRACE, by_metadata_location
+from tests.ingest.e2e_support import REPO, change_events, create_topic, expected_table, normalized, produce
 from tests.service.test_ingest_command import events_config, http_get, read_rows
 
 OUTAGES = (("killed", 5.0), ("killed", 60.0), ("frozen", 120.0))  # how, and for how long
@@ -150,7 +151,8 @@ def await_kafka_up(ingest: Ingest, outage: str) -> None:
 # Both sources ride out the same outages, side by side: one broker, a topic, a table and an ingest each.
 @pytest.mark.kafka
 @pytest.mark.spark
-def test_ingest_rides_out_a_killed_and_a_frozen_broker_and_lands_every_record_once(tmp_path):
+@pytest.mark.oracle
+def test_ingest_rides_out_a_killed_and_a_frozen_broker_and_lands_every_record_once(tmp_path, iceberg_oracle):
     with LocalKafka(tmp_path / "kafka") as kafka:
         bootstrap = kafka.bootstrap
         ingests: list[Ingest] = []
@@ -180,7 +182,7 @@ def test_ingest_rides_out_a_killed_and_a_frozen_broker_and_lands_every_record_on
                     ingest.process.kill()
                     ingest.process.wait(60)
     for ingest in ingests:
-        check_after_the_outages(ingest, codes[ingest.reader], bootstrap)
+        check_after_the_outages(ingest, codes[ingest.reader], bootstrap, iceberg_oracle)
     assert not [i.stuck for i in ingests if i.reader != "spark" and i.stuck]
     if any(i.stuck for i in ingests):
         # Open: once in a clean-clone run (before the lag probe made its Kafka client anew after failures),
@@ -189,13 +191,17 @@ def test_ingest_rides_out_a_killed_and_a_frozen_broker_and_lands_every_record_on
         pytest.xfail("kafka_up did not return to 1 (spark source): " + "; ".join(sum((i.stuck for i in ingests), [])))
 
 
-def check_after_the_outages(ingest: Ingest, code: int, bootstrap: str) -> None:
-    """Stopped by its signal, exact rows, and a person's words in its log: one line as each outage began,
-    one as Kafka answered again, no librdkafka error object and no stack trace."""
+def check_after_the_outages(ingest: Ingest, code: int, bootstrap: str, oracle) -> None:
+    """Stopped by its signal, exact rows in Floe and Iceberg Java, and a person's words in its log: one line
+    as each outage began, one as Kafka answered again, no librdkafka error object and no stack trace."""
     text = ingest.log.read_text()
     assert code == EXIT_STOPPED, f"{ingest.reader} source:\n{text[-5000:]}"
     rows, _ = read_rows(ingest.home)
-    assert rows == expected_table(ingest.delivered), f"every record landed exactly once ({ingest.reader} source)"
+    want = expected_table(ingest.delivered)
+    assert rows == want, f"every record landed exactly once ({ingest.reader} source)"
+    with SqlCatalog(f"sqlite:///{ingest.home / 'catalog.db'}", str(ingest.home / "warehouse")) as catalog:
+        java = by_metadata_location(oracle)(catalog.load_table("db.events"))
+    assert normalized(java) == want, f"every record landed exactly once ({ingest.reader} source, Iceberg Java)"
     records = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
     monitor = [r["message"] for r in records if r["logger"] == "floe.ingest" and "retrying every" in r["message"]]
     assert 3 <= len(monitor) <= 6, f"a line when each outage began (and each minute on), not one per try: {monitor}"

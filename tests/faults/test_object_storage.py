@@ -78,6 +78,7 @@ def writes_refused(rig: FaultRig, s3: S3Proxy) -> None:
     s3.restart(SLOW_UPLOADS)
     back = time.time()
     recovery = {t: rig.wait_for(f"{t} landing again", lambda t=t: rig.committed_since(t, back)) for t in rig.tables}
+    no_longer_held(rig)
     floe = [line for line in rig.lines_between(began, time.time()) if line.startswith("batch ")]
     assert 2 <= len(floe) <= 14, f"a line per held try of each table, not per attempt: {floe}"
     assert all(rig.metric("floe_ingest_table_failures_total", t, cause="storage") for t in rig.tables), \
@@ -96,10 +97,16 @@ def killed_mid_upload(rig: FaultRig, s3: S3Proxy) -> None:
     s3.restart()
     back = time.time()
     recovery = {t: rig.wait_for(f"{t} landing again", lambda t=t: rig.committed_since(t, back)) for t in rig.tables}
+    no_longer_held(rig)
     floe = [line for line in rig.lines_between(began, time.time()) if line.startswith("batch ")]
     assert 1 <= len(floe) <= 14, f"a line per held try of each table, not per attempt: {floe}"
     print(f"FIGURES S3 killed mid-upload, back after {KILLED_S:.0f}s: landed again {recovery} s after; "
           f"{len(floe)} Floe line(s)")
+
+
+def no_longer_held(rig: FaultRig) -> None:
+    for table in rig.tables:
+        rig.wait_for(f"{table} no longer held", lambda t=table: rig.metric("floe_ingest_table_held", t) == 0, 60)
 
 
 def in_flight(bucket_dir: Path) -> bool:
