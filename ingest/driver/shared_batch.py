@@ -318,9 +318,10 @@ class SharedBatch:
 
     def _hold(self, processor: BatchProcessor, batch_id: int, error: Exception) -> None:
         table = processor.table.identifier
-        hold = self._holds.hold(table, summarize_error(error))
+        cause = failure_cause(error)
+        hold = self._holds.hold(table, summarize_error(error), cause)
         self._metrics.batch_failed(table)
-        self._metrics.set_held(table, True, failure_cause(error))
+        self._metrics.set_held(table, True, cause)
         log.warning(
             "batch %d failed for %s: %s; the table is held, its records wait in Kafka, and it is tried again "
             "in %.0fs (failure %d in a row); the other tables go on",

@@ -27,6 +27,7 @@ class Hold:
     reason: str
     failures: int
     retry_at: float
+    cause: str = "other"  # the dependency that failed (ingest.driver.failure_cause)
 
 
 class TableHolds:
@@ -38,20 +39,30 @@ class TableHolds:
         self._holds: dict[str, Hold] = {}
         self._lock = threading.Lock()
 
-    def hold(self, table: str, reason: str) -> Hold:
+    def hold(self, table: str, reason: str, cause: str = "other") -> Hold:
         """``table`` failed again: held, its next try after the doubled backoff, jittered by a quarter either
         way (tables held by one outage, and replicas, then do not all try again at once)."""
         with self._lock:
             failures = self._holds[table].failures + 1 if table in self._holds else 1
             step = min(FIRST_RETRY_S * 2 ** (failures - 1), MAX_RETRY_S)
             delay = min(step * (0.75 + 0.5 * self._draw()), MAX_RETRY_S)
-            hold = self._holds[table] = Hold(reason, failures, self._clock() + delay)
+            hold = self._holds[table] = Hold(reason, failures, self._clock() + delay, cause)
             return hold
 
     def release(self, table: str) -> Hold | None:
-        """``table`` landed: no longer held. Its hold, if it was held."""
+        """``table`` landed: no longer held. Its hold, if it was held.
+
+        A held table that lands shows its dependency answers again: the tables held for the same cause (the
+        catalog, storage, Kafka or the registry) are due at once, rather than after the rest of their
+        backoff, which may be minutes after a long outage."""
         with self._lock:
-            return self._holds.pop(table, None)
+            hold = self._holds.pop(table, None)
+            if hold is not None and hold.cause != "other":
+                now = self._clock()
+                for other in self._holds.values():
+                    if other.cause == hold.cause:
+                        other.retry_at = min(other.retry_at, now)
+            return hold
 
     def waits(self, table: str) -> bool:
         """Held, and not yet due for its next try."""

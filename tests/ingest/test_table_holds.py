@@ -24,3 +24,21 @@ def test_a_table_that_lands_is_released_and_starts_again_from_the_first_step():
     assert holds.due() == ["db.a"] and holds.next_retry_in() == 0.0
     assert holds.release("db.a").failures == 2 and holds.release("db.a") is None
     assert holds.hold("db.a", "y").retry_at == now[0] + FIRST_RETRY_S
+
+
+def test_a_held_table_that_lands_makes_the_tables_held_for_the_same_cause_due():
+    """The catalog answers again for one table: the others held for the catalog try now, not minutes on."""
+    now = [0.0]
+    holds = TableHolds(clock=lambda: now[0], draw=lambda: 0.5)
+    for failure in range(6):
+        if failure < 3:
+            holds.hold("db.a", "503", "catalog")  # its third failure: tried again after 20 s
+        holds.hold("db.b", "503", "catalog")  # its sixth: after 160 s
+        holds.hold("db.c", "refused", "storage")
+        holds.hold("db.d", "schema", "other")
+    now[0] = 100.0
+    assert holds.due() == ["db.a"]
+    holds.release("db.a")
+    assert holds.due() == ["db.b"], "only the table held for the same cause"
+    holds.release("db.d")  # an "other" failure tells nothing about the others
+    assert holds.due() == ["db.b"]
