@@ -19,7 +19,6 @@ with one line that says which.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -34,7 +33,7 @@ import pytest
 import yaml
 
 from service.ingest_command import EXIT_STOPPED
-from tests.ingest.e2e_support import REPO, change_events, expected_table, normalized
+from tests.ingest.e2e_support import REPO, change_events, expected_table, json_log_records, normalized
 from tests.service.test_demo import summary_value
 from tests.service.test_ingest_command import events_config, http_get
 from tests.support.iceberg_oracle import IcebergOracle
@@ -121,7 +120,7 @@ class Container:
         return done.stdout + done.stderr
 
     def records(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.logs().splitlines() if line.startswith("{")]
+        return json_log_records(self.logs())
 
     def stop(self) -> int:
         """SIGTERM (podman stop), then the exit code once the container ended."""

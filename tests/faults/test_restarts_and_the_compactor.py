@@ -40,7 +40,7 @@ import pytest
 
 from tests.commit.conftest import postgres_database, postgres_server, postgres_uri  # noqa: F401
 from tests.faults.rig import FLOE, FaultRig, by_metadata_location
-from tests.ingest.e2e_support import REPO
+from tests.ingest.e2e_support import REPO, json_log_records
 
 LEASE_TTL_S = 20.0
 COMPACTION = {
@@ -62,8 +62,7 @@ class Compactor:
                                             stderr=subprocess.STDOUT, start_new_session=True)
 
     def lines(self, message: str) -> list[dict]:
-        return [r for r in (json.loads(line) for line in self.log.read_text().splitlines() if line.startswith("{"))
-                if r["message"] == message]
+        return [r for r in json_log_records(self.log.read_text(errors="replace")) if r["message"] == message]
 
 
 @pytest.mark.kafka

@@ -182,10 +182,16 @@ def start_ingest(job_file: Path, log: Path) -> subprocess.Popen:
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
+def json_log_records(text: str) -> list[dict[str, Any]]:
+    """The JSON lines of a log that a process may still be writing: a last line without its newline is half
+    written, so it waits for the next read."""
+    complete = text if text.endswith("\n") else text[:text.rfind("\n") + 1]
+    return [json.loads(line) for line in complete.splitlines() if line.startswith("{")]
+
+
 def batch_lines(log: Path) -> list[dict[str, Any]]:
     """The per-batch JSON log lines written so far."""
-    return [json.loads(line) for line in log.read_text(errors="replace").splitlines()
-            if line.startswith("{") and '"batch_id"' in line]
+    return [r for r in json_log_records(log.read_text(errors="replace")) if "batch_id" in r]
 
 
 def consume_all(bootstrap: str, topic: str, expected: int, timeout_s: float = 60.0) -> list[Any]:
