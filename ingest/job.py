@@ -158,7 +158,9 @@ class SourceSpec:
         properties say otherwise: Kafka's Java consumer defaults to ``read_uncommitted``, which would
         land the records of aborted transactions, where Floe's own source (librdkafka) skips them.
         The Java consumer's calls wait up to :data:`SPARK_KAFKA_API_TIMEOUT_MS` for Kafka, unless the
-        properties say otherwise.
+        properties say otherwise, and so does a task's fetch (``kafkaConsumer.pollTimeoutMs``, else Spark's
+        ``spark.network.timeout``, 2 minutes, which failed the task, and the query, under a broker frozen
+        for 2 minutes): one setting says how long a task waits out Kafka.
         """
         options = {
             "kafka.isolation.level": "read_committed",
@@ -166,6 +168,7 @@ class SourceSpec:
         }
         options.update({f"kafka.{k}": v for k, v in as_dict(self.kafka_properties).items()})
         options["kafka.bootstrap.servers"] = self.bootstrap_servers
+        options["kafkaConsumer.pollTimeoutMs"] = options["kafka.default.api.timeout.ms"]
         if self.topic_pattern is not None:
             options["subscribePattern"] = self.topic_pattern
         else:

@@ -245,10 +245,12 @@ def test_spark_options_pass_client_properties_as_kafka_options():
     assert (options["maxOffsetsPerTrigger"], options["minOffsetsPerTrigger"], options["maxTriggerDelay"]) == ("100", "10", "5m")
     assert options["kafka.isolation.level"] == "read_committed", "aborted transactions are skipped, as librdkafka does"
     assert options["kafka.default.api.timeout.ms"] == "300000", "a task waits out a broker's outage of minutes"
+    assert options["kafkaConsumer.pollTimeoutMs"] == "300000", "and so does its fetch"
     chosen = _job(kafka_properties={"isolation.level": "read_uncommitted",
                                     "default.api.timeout.ms": "90000"}).source.spark_options()
     assert chosen["kafka.isolation.level"] == "read_uncommitted"
     assert chosen["kafka.default.api.timeout.ms"] == "90000"
+    assert chosen["kafkaConsumer.pollTimeoutMs"] == "90000", "one setting for how long a task waits out Kafka"
 
 
 def test_floes_source_gets_a_task_per_local_slot_unless_the_job_caps_its_tasks():
