@@ -3,8 +3,8 @@
 The rig lands ``tables`` upsert tables (``db.t0``, ``db.t1``, ...) from
 topics of their own in one shared query on Floe's source, with records paced
 into every topic throughout (so the run never catches up and idles before a
-fault is over). It reads what an operator reads: the JSON log, ``/metrics``
-and ``/readyz``. At the end it drains the topics, stops Floe with SIGTERM and
+fault is over). It reads what an operator reads: the JSON log, ``/metrics``,
+``/readyz``, and the alerts a real Prometheus raises from Floe's own rules. At the end it drains the topics, stops Floe with SIGTERM and
 checks every table against the records that Kafka acknowledged, in Floe's
 reader and in Iceberg Java, and every partition's committed offset against
 the topic's end: every offset landed exactly once.
@@ -44,10 +44,12 @@ from tests.ingest.e2e_support import (
     change_events,
     create_topic,
     expected_table,
+    json_log_records,
     normalized,
     produce,
 )
 from tests.service.test_ingest_command import EVENT_COLUMNS, events_config, http_get
+from tests.support.prometheus import PrometheusServer
 
 FLOE = [sys.executable, "-m", "service.cli"]
 STACK_TRACE = re.compile(r"Traceback \(most recent call last\)|^\s+at [\w.$]+\(|py4j\.protocol", re.M)
@@ -109,6 +111,7 @@ class FaultRig:
     # -- running --------------------------------------------------------------------------------------------
 
     def __enter__(self) -> FaultRig:
+        self.prometheus = PrometheusServer(self.tmp / "prometheus", [f"127.0.0.1:{self.port}"]).__enter__()
         self.start()
         for producer in self.producers.values():
             producer.start()
@@ -119,6 +122,7 @@ class FaultRig:
             producer.finish.set()
         if self.process is not None and self.process.poll() is None:
             self.kill()
+        self.prometheus.stop()
 
     def start(self) -> None:
         """Start ``floe ingest`` (again, appending to the same log)."""
@@ -160,8 +164,7 @@ class FaultRig:
     # -- what an operator reads -----------------------------------------------------------------------------
 
     def records(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.log.read_text(errors="replace").splitlines()
-                if line.startswith("{")]
+        return json_log_records(self.log.read_text(errors="replace"))
 
     def commits(self, table: str | None = None) -> list[Commit]:
         found = []
@@ -193,6 +196,17 @@ class FaultRig:
         samples = [s.value for f in text_string_to_metric_families(text) for s in f.samples
                    if s.name == name and all(s.labels.get(k) == v for k, v in wanted.items())]
         return sum(samples) if samples else None
+
+    def alerted(self, alert: str, tables: list[str], since: float, quiet: tuple[str, ...] = ()) -> float:
+        """Assert that Prometheus raised ``alert`` (pending, or firing once its ``for:`` ran out) for each of
+        ``tables`` since ``since`` (Unix seconds), for none of ``quiet``, and that it has cleared; the
+        longest span's seconds."""
+        self.wait_for(f"{alert} cleared", lambda: not self.prometheus.active(alert), 60)
+        spans = self.prometheus.alerted(alert, since, time.time())
+        raised = {s.labels.get("table") for s in spans}
+        assert set(tables) <= raised and not raised & set(quiet), \
+            f"{alert} raised for {sorted(tables)}, not for {sorted(quiet)}: {spans}"
+        return max(s.ended - s.began for s in spans)
 
     def ready(self) -> tuple[int, str]:
         return http_get(f"http://127.0.0.1:{self.port}/readyz")

@@ -83,7 +83,9 @@ def writes_refused(rig: FaultRig, s3: S3Proxy) -> None:
     assert 2 <= len(floe) <= 14, f"a line per held try of each table, not per attempt: {floe}"
     assert all(rig.metric("floe_ingest_table_failures_total", t, cause="storage") for t in rig.tables), \
         "each table's failures counted as storage's"
-    print(f"FIGURES S3 writes refused {REFUSED_S:.0f}s: landed again {recovery} s after; {len(floe)} Floe line(s)")
+    alert = rig.alerted("FloeIngestTableHeld", rig.tables, began)
+    print(f"FIGURES S3 writes refused {REFUSED_S:.0f}s: landed again {recovery} s after; {len(floe)} Floe line(s); "
+          f"FloeIngestTableHeld pending {alert:.0f}s")
 
 
 def killed_mid_upload(rig: FaultRig, s3: S3Proxy) -> None:
@@ -100,8 +102,9 @@ def killed_mid_upload(rig: FaultRig, s3: S3Proxy) -> None:
     no_longer_held(rig)
     floe = [line for line in rig.lines_between(began, time.time()) if line.startswith("batch ")]
     assert 1 <= len(floe) <= 14, f"a line per held try of each table, not per attempt: {floe}"
+    alert = rig.alerted("FloeIngestTableHeld", ["db.t0"], began)
     print(f"FIGURES S3 killed mid-upload, back after {KILLED_S:.0f}s: landed again {recovery} s after; "
-          f"{len(floe)} Floe line(s)")
+          f"{len(floe)} Floe line(s); FloeIngestTableHeld pending {alert:.0f}s")
 
 
 def no_longer_held(rig: FaultRig) -> None:

@@ -57,11 +57,12 @@ def locked_row(rig: FaultRig, uri: str) -> None:
     released = time.time()
     recovery = rig.wait_for("db.t0 landing again", lambda: rig.committed_since("db.t0", released))
     rig.wait_for("db.t0 no longer held", lambda: rig.metric("floe_ingest_table_held", "db.t0") == 0, 30)
+    alert = rig.alerted("FloeIngestTableHeld", ["db.t0"], began, quiet=("db.t1",))
     lines = rig.lines_between(began, time.time())
     assert all("db.t0" in line for line in lines), lines
     assert 1 <= len(lines) <= 6, f"a line per held try, not per attempt: {lines}"
     print(f"FIGURES row lock {LOCK_S:.0f}s: db.t0 landed {recovery:.1f}s after the lock was gone; "
-          f"{len(lines)} warning line(s)")
+          f"{len(lines)} warning line(s); FloeIngestTableHeld pending {alert:.0f}s")
 
 
 def shutdown_mid_commit(rig: FaultRig, server: PostgresServer, uri: str) -> None:
@@ -81,10 +82,11 @@ def shutdown_mid_commit(rig: FaultRig, server: PostgresServer, uri: str) -> None
         rig.wait_for(f"{table} no longer held", lambda t=table: rig.metric("floe_ingest_table_held", t) == 0, 60)
     assert (rig.metric("floe_ingest_table_failures_total", "db.t1", cause="catalog") or 0) > failures["db.t1"], \
         "the cut commit counted as db.t1's failure, the catalog's"
+    alert = rig.alerted("FloeIngestTableHeld", ["db.t1"], began)
     lines = rig.lines_between(began, time.time())
     assert 1 <= len(lines) <= 12, f"a line per held try (and one for the lag probe), not per attempt: {lines}"
     print(f"FIGURES shutdown {DOWN_S:.0f}s: landed again {recovery} s after the restart; "
-          f"{len(lines)} warning line(s)")
+          f"{len(lines)} warning line(s); FloeIngestTableHeld pending {alert:.0f}s")
 
 
 def commit_waiting(uri: str) -> bool:

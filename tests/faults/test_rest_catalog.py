@@ -68,7 +68,9 @@ def catalog_down(rig: FaultRig, proxy: DroppingProxy) -> None:
     assert all("HTTP 503" in line for line in lines), lines
     assert all(rig.metric("floe_ingest_table_failures_total", t, cause="catalog") for t in rig.tables), \
         "each table's failures counted as the catalog's"
-    print(f"FIGURES REST 503 for {DOWN_S:.0f}s: landed again {recovery} s after; {len(lines)} warning line(s)")
+    alert = rig.alerted("FloeIngestTableHeld", rig.tables, began)
+    print(f"FIGURES REST 503 for {DOWN_S:.0f}s: landed again {recovery} s after; {len(lines)} warning line(s); "
+          f"FloeIngestTableHeld pending {alert:.0f}s")
 
 
 def answers_lost(rig: FaultRig, proxy: DroppingProxy) -> None:
