@@ -143,9 +143,10 @@ class RedactionFilter(logging.Filter):
         return True
 
 
-# A line of a Python traceback's tail: ``package.module.SomeError: message``.
+# A line of a Python traceback's tail: ``package.module.SomeError: message``; or of a Java one's causes:
+# ``Caused by: org.apache.kafka.common.errors.TopicAuthorizationException: ...``.
 _EXCEPTION_LINE = re.compile(
-    r"^(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)): (?P<text>.+)$"
+    r"^(?:Caused by: )?(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)): (?P<text>.+)$"
 )
 # Exceptions that only wrap the cause on its way through Spark and py4j.
 _WRAPPERS = frozenset(

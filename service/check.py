@@ -21,7 +21,7 @@ from commit.errors import NoSuchCatalog
 from commit.identifiers import to_table_identifier
 from ingest.driver.table_diff import kept_columns
 from ingest.driver.table_setup import TableMismatchError, TablePropertyError, check_table, needs_unpartitioned_spec
-from ingest.kafka_source.outage import in_words, kafka_error
+from ingest.kafka_source.outage import in_words, is_refusal, kafka_error, principal_of, refusal_in_words
 from ingest.kafka_source.watermarks import TopicsNotFound
 from runtime.logging import redact_text, summarize_error
 from runtime.spark_session import local_cores
@@ -56,6 +56,14 @@ class KafkaNotAnswering(RuntimeError):
     """No broker answered the metadata request; the message is the cause in words."""
 
 
+class KafkaRefused(RuntimeError):
+    """A broker answered and refused Floe's client (its credentials or its TLS); the message names who."""
+
+
+class TopicsNotAuthorized(PermissionError):
+    """Kafka has the topics, and Floe's principal may not describe them (an ACL)."""
+
+
 def check_kafka(config: FloeConfig, timeout_s: float = 10.0, *, topics: bool = True) -> CheckResult:
     """Reach the brokers (and, with ``topics``, find every configured topic). Its words are those of
     ``floe ingest`` refusing to start (:func:`require_kafka`)."""
@@ -71,7 +79,8 @@ def _kafka_name(config: FloeConfig) -> str:
 
 def _kafka_failure(error: Exception) -> str:
     """A failed Kafka probe in words: Floe's own (no broker answered, topics not found), else the error's."""
-    return str(error) if isinstance(error, (KafkaNotAnswering, TopicsNotFound)) else summarize_error(error)
+    words = (KafkaNotAnswering, KafkaRefused, TopicsNotFound, TopicsNotAuthorized)
+    return str(error) if isinstance(error, words) else summarize_error(error)
 
 
 def _kafka_probe(config: FloeConfig, timeout_s: float, topics: bool) -> tuple[str, list[str]]:
@@ -79,21 +88,52 @@ def _kafka_probe(config: FloeConfig, timeout_s: float, topics: bool) -> tuple[st
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    settings: dict[str, Any] = {"bootstrap.servers": ",".join(config.kafka.bootstrap_servers), "log_level": 0}
+    refusals: list[Any] = []  # librdkafka reports a refusal here, then fails the request as "all brokers down"
+    settings: dict[str, Any] = {
+        "bootstrap.servers": ",".join(config.kafka.bootstrap_servers),
+        "log_level": 0,
+        "error_cb": lambda error: refusals.append(error) if is_refusal(error) else None,
+    }
     settings.update(config.kafka.security.librdkafka_properties())
+    admin = AdminClient(settings)
     try:
-        metadata = AdminClient(settings).list_topics(timeout=timeout_s)
+        metadata = admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
         error = kafka_error(exc)
         if error is None:
             raise
+        admin.poll(0)  # serve the error callback
+        if refusals:
+            who = principal_of(settings)
+            raise KafkaRefused(f"connecting as {who} failed: {refusal_in_words(refusals[-1])}") from exc
         raise KafkaNotAnswering(f"no broker answered: {in_words(error)}") from exc
     wanted = sorted({t for table in config.tables for t in table.source_topics})
     missing = [t for t in wanted if t not in metadata.topics]
     if missing and topics:
+        denied = _denied(admin, missing, timeout_s)
+        if denied:
+            raise TopicsNotAuthorized(
+                f"{principal_of(settings)} is not authorized to describe topics: {', '.join(denied)}"
+            )
         raise TopicsNotFound(f"topics not found: {', '.join(missing)} ({len(metadata.brokers)} broker(s) answered)")
     found = f"{len(metadata.brokers)} broker(s); topics found: {', '.join(wanted) or 'none (pattern)'}"
     return found, sorted(metadata.topics)
+
+
+def _denied(admin: Any, topics: list[str], timeout_s: float) -> list[str]:
+    """Which of ``topics`` Kafka refuses to describe to this client: listed, an ACL hides a topic as if it
+    did not exist; described by name (which never creates it), Kafka says which it is."""
+    from confluent_kafka import KafkaException, TopicCollection
+
+    denied = []
+    for topic, future in admin.describe_topics(TopicCollection(topics), request_timeout=timeout_s).items():
+        try:
+            future.result()
+        except KafkaException as exc:
+            error = kafka_error(exc)
+            if error is not None and error.name() == "TOPIC_AUTHORIZATION_FAILED":
+                denied.append(topic)
+    return denied
 
 
 def kafka_topics(config: FloeConfig, timeout_s: float = 10.0) -> list[str]:
@@ -110,6 +150,10 @@ def require_kafka(config: FloeConfig, timeout_s: float = 10.0) -> list[str]:
         return _kafka_probe(config, timeout_s, topics=True)[1]
     except TopicsNotFound as missing:
         failure, advice = missing, "create them, or correct tables[].topics"
+    except TopicsNotAuthorized as denied:
+        failure, advice = denied, "grant the principal READ and DESCRIBE on them (docs/security.md)"
+    except KafkaRefused as refused:
+        failure, advice = refused, "check kafka.security: the credentials, the CA and the client certificate"
     except Exception as error:  # noqa: BLE001 - every failure of the probe refuses the start, in one line
         failure, advice = error, "check kafka.bootstrap_servers and that the brokers are up"
     raise CommandError(

@@ -253,12 +253,18 @@ class LocalKafka:
         ]
 
     def _format_storage(self, config: Path) -> None:
-        cmd = self._java("kafka.tools.StorageTool", "format", "-t", new_cluster_id(), "-c", str(config))
+        cmd = self._java(
+            "kafka.tools.StorageTool", "format", "-t", new_cluster_id(), "-c", str(config), *self._format_options()
+        )
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
             raise KafkaStartError(
                 f"kafka storage format failed (exit {done.returncode}): {done.stderr[-2000:] or done.stdout[-2000:]}"
             )
+
+    def _format_options(self) -> list[str]:
+        """More ``kafka-storage format`` options: none here (a secured broker adds its SCRAM users)."""
+        return []
 
     def _launch(self, config: Path) -> subprocess.Popen[bytes]:
         out = open(self.work_dir / "kafka.stdout", "ab")  # noqa: SIM115 - the child keeps its own copy

@@ -40,7 +40,16 @@ import pyarrow as pa
 
 from ingest.kafka_source.client_log import LibrdkafkaLog, worker_logging
 from ingest.kafka_source.offsets import EARLIEST, OffsetRange
-from ingest.kafka_source.outage import Backoff, Outage, in_words, is_outage, kafka_error
+from ingest.kafka_source.outage import (
+    Backoff,
+    Outage,
+    in_words,
+    is_outage,
+    is_refusal,
+    kafka_error,
+    principal_of,
+    refusal_in_words,
+)
 
 log = logging.getLogger("floe.ingest")
 
@@ -71,6 +80,16 @@ class DataLossError(RuntimeError):
 
 class KafkaReadStalled(RuntimeError):
     """A range's records did not arrive within the poll timeout, while Kafka answered."""
+
+
+class KafkaReadRefusedError(PermissionError):
+    """Kafka refused this task's read (an ACL, or its credentials): futile to wait, the batch fails."""
+
+
+def _refused(error: Any, topic: str, partition: int, settings: ConsumeSettings) -> KafkaReadRefusedError:
+    return KafkaReadRefusedError(
+        f"kafka refused {principal_of(dict(settings.client))} reading {topic}/{partition}: {refusal_in_words(error)}"
+    )
 
 
 @dataclass(frozen=True)
@@ -251,6 +270,8 @@ class _ManyRanges:
                 moved = reading.at_end(message.offset()) or moved
             elif error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
                 reading.lost = True
+            elif is_refusal(error):
+                raise _refused(error, message.topic(), message.partition(), self.settings)
             elif error.fatal():
                 raise KafkaException(error)
             else:  # a broker reconnecting and the like: librdkafka retries; the stall deadline bounds it
@@ -383,6 +404,8 @@ class _RangeRead:
                 position = max(position, message.offset())
             elif error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
                 position = self._restart_after_loss(position)
+            elif is_refusal(error):
+                raise _refused(error, self.wanted.topic, self.wanted.partition, self.settings)
             elif error.fatal():
                 raise KafkaException(error)
             else:  # a broker reconnecting and the like: librdkafka retries; the stall deadline bounds it

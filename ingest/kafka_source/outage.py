@@ -12,6 +12,8 @@ random draw are handed in, and a librdkafka error is read through its
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +81,47 @@ _CAUSES = {
     "TOPIC_AUTHORIZATION_FAILED": "not authorized to read the topic",
 }
 _PREFIXES = ("Local: ", "Broker: ")
+
+REFUSAL_ERRORS = frozenset(
+    {
+        # the connection: the client's credentials or TLS (librdkafka reports these to the error callback
+        # and goes on trying; the request that waited then fails as if no broker were up)
+        "_AUTHENTICATION",
+        "SASL_AUTHENTICATION_FAILED",
+        "_SSL",
+        # a request: an ACL denies the topic. (Not a group's: Floe joins none and needs none, though
+        # librdkafka asks for its consumers' coordinator, and is denied, when no ACL grants the group.)
+        "TOPIC_AUTHORIZATION_FAILED",
+    }
+)
+"""librdkafka's errors that mean a broker answered and refused the client: trying again is futile."""
+
+_CONNECTION_PREFIX = re.compile(r"^[a-z_]+://[^ ]+: ")
+_AFTER_STATE = re.compile(r" \(after \d+ms in state [A-Z_]+\)$")
+
+
+def is_refusal(error: Any) -> bool:
+    """Whether a librdkafka error is a broker refusing the client (not an outage: trying again is futile)."""
+    return error.name() in REFUSAL_ERRORS
+
+
+def principal_of(client: Mapping[str, Any]) -> str:
+    """Who a librdkafka client with settings ``client`` connects as, in words a refusal names (never a
+    secret): ``SASL user 'floe' (SCRAM-SHA-512 over SASL_SSL)``."""
+    protocol = str(client.get("security.protocol", "plaintext")).upper()
+    if "sasl.username" in client:
+        return f"SASL user '{client['sasl.username']}' ({client.get('sasl.mechanism', 'GSSAPI')} over {protocol})"
+    if "ssl.certificate.location" in client:
+        return f"the certificate in {client['ssl.certificate.location']} ({protocol})"
+    return f"an unauthenticated client ({protocol})"
+
+
+def refusal_in_words(error: Any) -> str:
+    """A refusal as the broker's listener gave it, without librdkafka's connection and state decorations:
+    ``sasl_ssl://h:9093/bootstrap: SASL authentication error: ... (after 312ms in state AUTH_REQ)`` reads
+    ``SASL authentication error: ...``."""
+    text = error.str() or error.name()
+    return _AFTER_STATE.sub("", _CONNECTION_PREFIX.sub("", text))
 
 
 def kafka_error(error: BaseException) -> Any | None:

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from ingest.kafka_source.client_log import LibrdkafkaLog
+from ingest.kafka_source.outage import principal_of
 from ingest.tasks.record_errors import RecordError
 
 # ---------------------------------------------------------------------------
@@ -135,6 +136,7 @@ class DeadLetterSink:
         self._producer = Producer({"acks": "all", "logger": LibrdkafkaLog(), **producer_config})
         self._topic = topic
         self._flush_timeout = flush_timeout
+        self._principal = principal_of(producer_config)
 
     @property
     def topic(self) -> str:
@@ -160,7 +162,8 @@ class DeadLetterSink:
             )
         if failures:
             raise DeadLetterDeliveryError(
-                f"{len(failures)} of {len(rows)} dead letters failed on topic {self._topic!r}: {failures[0]}"
+                f"{len(failures)} of {len(rows)} dead letters failed on topic {self._topic!r} "
+                f"(written as {self._principal}): {failures[0]}"
             )
         return len(rows)
 

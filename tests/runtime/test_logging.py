@@ -224,6 +224,12 @@ def test_summaries_name_the_cause_and_stay_short() -> None:
                          'val=-190,str="Failed to get watermark offsets: Local: Unknown partition"}')
     assert summarize_error(kafka) == \
         "KafkaException: Failed to get watermark offsets: Local: Unknown partition (_UNKNOWN_PARTITION)"
+    denied = RuntimeError("An error occurred while calling o218.getResult.\n: java.util.concurrent.ExecutionException:"
+                          " boom\n\tat x.y(Z.java:1)\nCaused by: org.apache.spark.SparkException: Job aborted due "
+                          "to stage failure\nCaused by: org.apache.kafka.common.errors.TopicAuthorizationException: "
+                          "Not authorized to access topics: [t]\n\tat a.b(C.java:2)")
+    assert summarize_error(denied) == "TopicAuthorizationException: Not authorized to access topics: [t]", \
+        "a Java cause below its wrappers"
 
 
 def test_text_format_is_one_readable_line_per_record(root_logger: logging.Logger) -> None:
