@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from ingest.kafka_source.outage import Backoff, Outage, in_words, is_outage, kafka_error
+from ingest.kafka_source.outage import (
+    Backoff,
+    Outage,
+    in_words,
+    is_outage,
+    is_refusal,
+    kafka_error,
+    principal_of,
+    refusal_in_words,
+)
 
 
 def test_the_backoff_doubles_to_its_cap_and_is_jittered_within_the_upper_half_of_each_step():
@@ -62,3 +71,22 @@ def test_librdkafka_errors_are_worded_for_a_person():
     assert "KafkaError{" not in in_words(KafkaError(KafkaError._ALL_BROKERS_DOWN))
     assert kafka_error(KafkaException(transport)) is transport
     assert kafka_error(RuntimeError("not kafka")) is None
+
+
+def test_a_refusal_is_told_from_an_outage_and_read_without_librdkafka_decorations():
+    sasl = KafkaError(KafkaError._AUTHENTICATION, "sasl_ssl://127.0.0.1:9093/bootstrap: SASL authentication error: "
+                      "Authentication failed due to invalid credentials with SASL mechanism SCRAM-SHA-512 (after "
+                      "312ms in state AUTH_REQ)")
+    assert is_refusal(sasl) and is_refusal(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+    assert not is_refusal(KafkaError(KafkaError._TRANSPORT)), "an outage is waited out"
+    assert not is_refusal(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED)), "Floe needs no group"
+    assert refusal_in_words(sasl) == \
+        "SASL authentication error: Authentication failed due to invalid credentials with SASL mechanism SCRAM-SHA-512"
+
+
+def test_the_principal_is_named_and_the_secret_never():
+    assert principal_of({"security.protocol": "sasl_ssl", "sasl.mechanism": "PLAIN", "sasl.username": "floe",
+                         "sasl.password": "s3cret-pw"}) == "SASL user 'floe' (PLAIN over SASL_SSL)"
+    assert principal_of({"security.protocol": "ssl", "ssl.certificate.location": "/etc/floe/client.pem"}) == \
+        "the certificate in /etc/floe/client.pem (SSL)"
+    assert principal_of({"bootstrap.servers": "k:9092"}) == "an unauthenticated client (PLAINTEXT)"
