@@ -100,9 +100,14 @@ _CONNECTION_PREFIX = re.compile(r"^[a-z_]+://[^ ]+: ")
 _AFTER_STATE = re.compile(r" \(after \d+ms in state [A-Z_]+\)$")
 
 
+_TLS_ALERT = "SSL alert number"
+"""In a transport error's text: the broker ended the handshake with a TLS alert, refusing the client's
+certificate (an expired one reads ``...alert certificate unknown: SSL alert number 46``)."""
+
+
 def is_refusal(error: Any) -> bool:
     """Whether a librdkafka error is a broker refusing the client (not an outage: trying again is futile)."""
-    return error.name() in REFUSAL_ERRORS
+    return error.name() in REFUSAL_ERRORS or (error.name() == "_TRANSPORT" and _TLS_ALERT in (error.str() or ""))
 
 
 def principal_of(client: Mapping[str, Any]) -> str:

@@ -79,6 +79,9 @@ def test_a_refusal_is_told_from_an_outage_and_read_without_librdkafka_decoration
                       "312ms in state AUTH_REQ)")
     assert is_refusal(sasl) and is_refusal(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
     assert not is_refusal(KafkaError(KafkaError._TRANSPORT)), "an outage is waited out"
+    assert is_refusal(KafkaError(KafkaError._TRANSPORT, "ssl://h:9094/bootstrap: Receive failed: error:0A000416:SSL "
+                                 "routines::ssl/tls alert certificate unknown: SSL alert number 46")), \
+        "the broker's TLS alert: it refused the client's certificate"
     assert not is_refusal(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED)), "Floe needs no group"
     assert refusal_in_words(sasl) == \
         "SASL authentication error: Authentication failed due to invalid credentials with SASL mechanism SCRAM-SHA-512"

@@ -12,6 +12,7 @@ out (:mod:`tests.support.secret_scan`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -258,3 +259,48 @@ def test_a_topic_that_may_be_described_but_not_read_fails_the_batch_in_one_line(
     }[reader]], failed
     assert read_rows(tmp_path)[1].current_snapshot_id is None, "nothing committed"
     assert_no_secret({"floe ingest": done.stdout + done.stderr}, {"the SASL password": PASSWORD})
+
+
+def mtls_config(home: Path, kafka: SecuredKafka, topic: str, dead_letters: str, keystore: Path) -> Path:
+    raw = events_config(home, kafka.mtls_bootstrap, topic, trigger={"available_now": True},
+                        table={"bad_records": "dead-letter", "dead_letter_topic": dead_letters})
+    raw["kafka"]["reader"] = "python"
+    raw["kafka"]["security"] = {"protocol": "SSL", "ssl": {"ca_file": str(kafka.ca.ca_file),
+                                                           "keystore_file": str(keystore)}}
+    raw["log_format"] = "json"
+    path = home / "floe.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_mutual_tls_lands_exactly_as_the_certificates_principal_and_an_expired_one_is_refused(
+        secured_kafka, tmp_path):
+    """On the mutual-TLS listener the principal is the client certificate's CN: it lands everything under
+    its own ACLs, and an expired certificate of the same name is refused at start in one line."""
+    kafka = secured_kafka
+    topic = create_topic(kafka.bootstrap, "mtls", partitions=2)
+    dead_letters = create_topic(kafka.bootstrap, "mtls-dlq")
+    kafka.grant(*(dataclasses.replace(g, principal="floe-mtls") for g in floe_grants(topic, dead_letters)))
+    delivered = produce(kafka.bootstrap, topic, change_events(600, 60, seed=38))
+    produce(kafka.bootstrap, topic, BAD_RECORDS)
+
+    expired = kafka.ca.issue("floe-mtls", expired=True)
+    (tmp_path / "expired").mkdir()
+    refused = run_floe("ingest", "--config", str(mtls_config(tmp_path / "expired", kafka, topic, dead_letters,
+                                                             expired.pem)), timeout=300)
+    assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert refused.stderr.startswith(
+        f"floe ingest: kafka {kafka.mtls_bootstrap}: connecting as the certificate in {expired.pem} (SSL) failed: "
+    ), refused.stderr
+
+    client = kafka.ca.issue("floe-mtls")
+    config = mtls_config(tmp_path, kafka, topic, dead_letters, client.pem)
+    landed = run_floe("ingest", "--config", str(config))
+    assert landed.returncode == 0, landed.stdout[-3000:] + landed.stderr[-3000:]
+    assert read_rows(tmp_path)[0] == expected_table(delivered), "every record landed exactly once"
+    letters = consume_all(kafka.bootstrap, dead_letters, expected=len(BAD_RECORDS))
+    assert sorted(m.value() for m in letters) == sorted(e.value for e in BAD_RECORDS), "each bad record, once"
+    assert_no_secret({"refused": refused.stdout + refused.stderr, "landed": landed.stdout + landed.stderr},
+                     {"the SASL password": PASSWORD})
