@@ -86,6 +86,22 @@ class PostgresServer:
             raise
         return self
 
+    def require_tls(self, cert: Path, key: Path) -> None:
+        """Serve TLS with ``cert`` and ``key`` and refuse every TCP connection without it (``hostssl`` alone;
+        the unix socket stays open to the tests). Restarts the server."""
+        for source, name in ((cert, "server.crt"), (key, "server.key")):
+            target = self.data_dir / name
+            shutil.copyfile(source, target)
+            target.chmod(0o600)
+            if self._owner:
+                entry = pwd.getpwnam(self._owner)
+                os.chown(target, entry.pw_uid, entry.pw_gid)
+        with open(self.data_dir / "postgresql.conf", "a") as conf:
+            conf.write("\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n")
+        (self.data_dir / "pg_hba.conf").write_text("local all all trust\nhostssl all all 127.0.0.1/32 trust\n")
+        self.halt()
+        self.resume()
+
     def halt(self) -> None:
         """A fast shutdown that keeps the data: open transactions roll back, clients are cut off."""
         self._pg(["pg_ctl", "stop", "-w", "-t", "60", "-m", "fast", "-D", str(self.data_dir)])
