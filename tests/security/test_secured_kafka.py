@@ -25,7 +25,6 @@ import pytest
 import yaml
 from confluent_kafka.admin import AclOperation, ResourceType
 
-from service.ingest_command import EXIT_STOPPED
 from tests.faults.rig import FLOE, STACK_TRACE
 from tests.ingest.e2e_support import (
     REPO,
@@ -79,6 +78,18 @@ def run_floe(*args: str, env: dict[str, str] | None = None, timeout: float = 600
                           env={**os.environ, **(env or {})})
 
 
+def land_exactly(kafka: SecuredKafka, home: Path, config: Path, delivered: list, dead_letters: str,
+                 env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, list]:
+    """``floe ingest`` to the end of its topic: it exits 0, every record landed once, every bad record is a
+    dead letter once. The run, and the dead letters."""
+    landed = run_floe("ingest", "--config", str(config), env=env)
+    assert landed.returncode == 0, landed.stdout[-3000:] + landed.stderr[-3000:]
+    assert read_rows(home)[0] == expected_table(delivered), "every record landed exactly once"
+    letters = consume_all(kafka.bootstrap, dead_letters, expected=len(BAD_RECORDS))
+    assert sorted(m.value() for m in letters) == sorted(e.value for e in BAD_RECORDS), "each bad record, once"
+    return landed, letters
+
+
 # Each source with its own mechanism and its own way of being given the password: a file (a mounted
 # Secret), the environment, inline in the YAML.
 SOURCES = [
@@ -112,12 +123,7 @@ def test_upserts_and_dead_letters_land_exactly_on_sasl_ssl_with_least_privilege(
         env["FLOE_KAFKA__SECURITY__SASL__PASSWORD"] = PASSWORD
     config = secured_config(tmp_path, kafka, topic, dead_letters, reader, sasl)
 
-    ingest = run_floe("ingest", "--config", str(config), env=env)
-    assert ingest.returncode == EXIT_STOPPED or ingest.returncode == 0, ingest.stdout[-3000:] + ingest.stderr[-3000:]
-    rows, _ = read_rows(tmp_path)
-    assert rows == expected_table(delivered), "every record landed exactly once"
-    letters = consume_all(kafka.bootstrap, dead_letters, expected=len(BAD_RECORDS))
-    assert sorted(m.value() for m in letters) == sorted(e.value for e in BAD_RECORDS), "each bad record, once"
+    ingest, letters = land_exactly(kafka, tmp_path, config, delivered, dead_letters, env)
 
     check = run_floe("check", "--config", str(config), "--show-config", env=env, timeout=300)
     assert check.returncode == 0, check.stdout + check.stderr
@@ -225,11 +231,7 @@ def test_a_denied_dead_letter_topic_fails_the_batch_and_drops_no_record(secured_
     assert rows == {} and metadata.current_snapshot_id is None, "the failed batch committed nothing"
 
     kafka.grant(grants[2])
-    landed = run_floe("ingest", "--config", str(config))
-    assert landed.returncode == 0, landed.stdout[-3000:] + landed.stderr[-3000:]
-    assert read_rows(tmp_path)[0] == expected_table(delivered), "every record, once"
-    letters = consume_all(kafka.bootstrap, dead_letters, expected=len(BAD_RECORDS))
-    assert sorted(m.value() for m in letters) == sorted(e.value for e in BAD_RECORDS), "each bad record, once"
+    landed, _ = land_exactly(kafka, tmp_path, config, delivered, dead_letters)
     assert_no_secret({"refused": refused.stdout + refused.stderr, "landed": landed.stdout + landed.stderr},
                      {"the SASL password": PASSWORD})
 
@@ -297,10 +299,6 @@ def test_mutual_tls_lands_exactly_as_the_certificates_principal_and_an_expired_o
 
     client = kafka.ca.issue("floe-mtls")
     config = mtls_config(tmp_path, kafka, topic, dead_letters, client.pem)
-    landed = run_floe("ingest", "--config", str(config))
-    assert landed.returncode == 0, landed.stdout[-3000:] + landed.stderr[-3000:]
-    assert read_rows(tmp_path)[0] == expected_table(delivered), "every record landed exactly once"
-    letters = consume_all(kafka.bootstrap, dead_letters, expected=len(BAD_RECORDS))
-    assert sorted(m.value() for m in letters) == sorted(e.value for e in BAD_RECORDS), "each bad record, once"
+    landed, _ = land_exactly(kafka, tmp_path, config, delivered, dead_letters)
     assert_no_secret({"refused": refused.stdout + refused.stderr, "landed": landed.stdout + landed.stderr},
                      {"the SASL password": PASSWORD})
