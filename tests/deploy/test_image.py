@@ -261,11 +261,16 @@ def test_ingest_and_compact_containers_stop_whole_survive_kill_and_land_exactly(
         assert ingest.exec("id", "-u") == str(d.user), "Floe runs as the image's non-root user"
         assert "floe" in ingest.exec("cat", "/proc/1/cmdline").replace("\0", " "), "Floe is PID 1"
 
-        in_flight = wait_mid_batch(ingest, checkpoint, after_commits=2)
+        wait_mid_batch(ingest, checkpoint, after_commits=2)
         assert ingest.stop() == EXIT_STOPPED, ingest.logs()[-4000:]
         last = ingest.records()[-1]
         assert (last["message"], last["exit_code"]) == ("ingest stopped", EXIT_STOPPED), last
-        assert latest(checkpoint / "commits") <= in_flight, "no batch started after the stop"
+        # The stop may come after in_flight committed and the next batch began (a slow podman stop): at most
+        # that running batch commits after it, and no other starts.
+        records = ingest.records()
+        stop = next(i for i, r in enumerate(records) if r["message"].startswith("stop requested"))
+        after = [r for r in records[stop:] if r.get("result") == "committed"]
+        assert len(after) <= 1, f"only the running batch ends after the stop, no batch starts: {after}"
         assert compact.stop() == EXIT_STOPPED, compact.logs()[-4000:]
 
         ingest.start()
