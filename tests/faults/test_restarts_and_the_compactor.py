@@ -127,20 +127,33 @@ def kill_and_restart(rig: FaultRig) -> None:
 
 
 def compactor_killed_mid_commit(rig: FaultRig, first: Compactor, uri: str) -> Compactor:
-    """Lock db.a0's catalog row until the first compactor has staged a replace and waits to swap it in;
-    SIGKILL it there, release the lock, and start a second compactor, which takes over after the lease."""
-    for _ in range(10):
-        with psycopg.connect(uri) as lock:
+    """Catch the first compactor with a replace staged for db.a0 and waiting for the catalog's row lock;
+    SIGKILL it there, release the lock, and start a second compactor, which takes over after the lease.
+
+    Staged replaces are not left to chance: the compactor is paused between rounds (it holds no lease then)
+    until db.a0 has two new files to compact, and the row is locked before it goes on, so its next round
+    plans a rewrite and blocks on the swap."""
+    for _ in range(5):
+        paused_between_rounds(first)
+        try:
+            paused = time.time()
+            rig.wait_for("two commits to db.a0 for the compactor to find",
+                         lambda: len([c for c in rig.commits("db.a0") if c.at >= paused]) >= 2, 120)
+            lock = psycopg.connect(uri)
             lock.execute("SELECT 1 FROM iceberg_tables WHERE table_name = 'a0' FOR UPDATE")
-            if wait_for_staged_replace(rig, time.time(), timeout_s=20):
+            locked = time.time()
+        finally:
+            first.process.send_signal(signal.SIGCONT)
+        with lock:
+            if wait_for_staged_replace(rig, locked, timeout_s=60):
                 killed = time.time()
                 first.process.send_signal(signal.SIGKILL)
                 first.process.wait(60)
                 break
             lock.rollback()
-        time.sleep(3)  # the table's commits go on before the next try
     else:
-        raise AssertionError("the compactor never reached a commit while the row was locked")
+        raise AssertionError(f"the compactor never staged a replace while the row was locked:\n"
+                             f"{first.log.read_text(errors='replace')[-3000:]}")
     second = Compactor(rig, "second")
     rig.wait_for("the second compactor compacting db.a0",
                  lambda: [r for r in second.lines("compaction run started") if r["table"] == "db.a0"], 180)
@@ -148,6 +161,18 @@ def compactor_killed_mid_commit(rig: FaultRig, first: Compactor, uri: str) -> Co
     assert took >= LEASE_TTL_S * 0.9, f"the dead compactor's lease held its tables: taken over after {took:.1f}s"
     print(f"FIGURES compactor killed mid-commit: the second took over {took:.1f}s later (lease {LEASE_TTL_S:.0f}s)")
     return second
+
+
+def paused_between_rounds(compactor: Compactor, timeout_s: float = 120.0) -> None:
+    """SIGSTOP ``compactor`` just after a round ends: asleep until the next, holding no lease (or, when
+    rounds run back to back, just into db.t0's run, which comes first and is not locked)."""
+    seen = len(compactor.lines("compaction round finished"))
+    deadline = time.monotonic() + timeout_s
+    while len(compactor.lines("compaction round finished")) == seen:
+        assert compactor.process.poll() is None, compactor.log.read_text(errors="replace")[-3000:]
+        assert time.monotonic() < deadline, f"no compaction round ended within {timeout_s:.0f}s"
+        time.sleep(0.05)
+    compactor.process.send_signal(signal.SIGSTOP)
 
 
 def wait_for_staged_replace(rig: FaultRig, since: float, timeout_s: float) -> bool:
