@@ -112,10 +112,16 @@ class IngestQuery:
         self._metrics = metrics
         self._monitor = monitor
         self._finished = threading.Event()
-        threading.Thread(target=self._watch_stop, name="floe-stop-watch", daemon=True).start()
-        threading.Thread(target=self._watch_end, name="floe-end-watch", daemon=True).start()
+        # The threads that may call ``query.stop()``: joined by :meth:`stop`, so that none calls it after the
+        # caller has gone on to stop the Spark session (a query that ended by itself meanwhile).
+        self._stoppers = [threading.Thread(target=self._watch_stop, name="floe-stop-watch", daemon=True)]
         if ending is not None:
-            threading.Thread(target=self._watch_caught_up, args=(ending,), name="floe-caught-up", daemon=True).start()
+            self._stoppers.append(
+                threading.Thread(target=self._watch_caught_up, args=(ending,), name="floe-caught-up", daemon=True)
+            )
+        for thread in self._stoppers:
+            thread.start()
+        threading.Thread(target=self._watch_end, name="floe-end-watch", daemon=True).start()
 
     @property
     def id(self) -> str:
@@ -131,9 +137,11 @@ class IngestQuery:
         return self.query.recentProgress
 
     def stop(self) -> None:
-        """Graceful stop; returns when the query has stopped."""
+        """Graceful stop; returns when the query has stopped and nothing of this query will touch Spark again."""
         self._stop_event.set()
         self._finished.wait()
+        for thread in self._stoppers:
+            thread.join()
 
     def await_termination(self, timeout: float | None = None) -> bool:
         """Wait for the query to end; raises its error, unless the end was a requested stop."""
