@@ -83,7 +83,7 @@ image-if-engine: podman
 	  else echo "no container engine runs here: the image is not built, and its tests will be skipped"; fi
 
 test: setup postgres promtool image-if-engine
-	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 demo: venv runtime-jars class-archive
 	$(VENV)/bin/floe demo

@@ -34,6 +34,14 @@ if os.environ.get("CI"):
 log = logging.getLogger("floe.tests")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Longest test files first, so that no worker runs a long file alone at the end
+    (tests/support/file_order.py; ``make test`` turns xdist's own reordering off)."""
+    from tests.support.file_order import longest_files_first, measured_seconds
+
+    items[:] = longest_files_first(items, measured_seconds())
+
+
 def _docker_answers() -> bool:
     """True when a Docker engine answers a ping within a second."""
     try:
