@@ -244,14 +244,14 @@ def kill_loop(job: Any, job_file: Path, log: Path, feed: Feed, least_kills: int)
 
 # Both sources are killed at each of the four points: Spark's Kafka source in the v2 case, Floe's own
 # (kafka.reader: python) in the v3 case (which source reads does not change what is written). The v2
-# cases write a bucketed table after an exchange by key; the v3 case an unpartitioned one from its
-# decode tasks (the direct upsert).
+# case writes a bucketed table after an exchange by key, and commits (the ingest's and the compactor's)
+# through Iceberg's REST server; the v3 case an unpartitioned one from its decode tasks (the direct
+# upsert), through the SQL catalog.
 @pytest.mark.parametrize(("format_version", "through_rest", "least_kills", "reader", "partition", "write"),
-                         [(2, False, 4, "spark", BUCKETED, "exchange"),
-                          (3, False, 4, "python", (), "direct-upsert"),
-                          (2, True, 2, "spark", BUCKETED, "exchange")],
-                         ids=["v2-position-deletes", "v3-deletion-vectors-python-source-direct-upsert",
-                              "v2-through-the-rest-catalog"])
+                         [(2, True, 4, "spark", BUCKETED, "exchange"),
+                          (3, False, 4, "python", (), "direct-upsert")],
+                         ids=["v2-position-deletes-through-the-rest-catalog",
+                              "v3-deletion-vectors-python-source-direct-upsert"])
 def test_sigkill_at_random_points_loses_and_duplicates_nothing(kafka_bootstrap, new_topic, iceberg_oracle, tmp_path: Path,
                                                                format_version: int, through_rest: bool,
                                                                least_kills: int, reader: str,

@@ -91,11 +91,11 @@ def land_exactly(kafka: SecuredKafka, home: Path, config: Path, delivered: list,
 
 
 # Each source with its own mechanism and its own way of being given the password: a file (a mounted
-# Secret), the environment, inline in the YAML.
+# Secret), the environment. Inline in the YAML is how every other test here gives it, and the denied
+# dead-letter test lands end to end that way, secret scan included.
 SOURCES = [
     pytest.param("python", "SCRAM-SHA-512", "file", id="floe-source-scram-password-file"),
     pytest.param("spark", "PLAIN", "environment", id="spark-source-plain-password-from-environment"),
-    pytest.param("python", "PLAIN", "inline", id="floe-source-plain-password-inline"),
 ]
 
 
@@ -206,10 +206,11 @@ def test_a_topic_the_acls_deny_is_refused_in_one_line(secured_kafka, tmp_path, r
 
 @pytest.mark.kafka
 @pytest.mark.spark
-@pytest.mark.parametrize("reader", ["python", "spark"])
+@pytest.mark.parametrize("reader", ["python"])
 def test_a_denied_dead_letter_topic_fails_the_batch_and_drops_no_record(secured_kafka, tmp_path, reader):
     """The batch with bad records fails (exit 1, one line naming the topic and the refusal) and commits
-    nothing; once WRITE is granted the same command lands every record and every dead letter, once."""
+    nothing; once WRITE is granted the same command lands every record and every dead letter, once.
+    (Dead letters are written by Floe's decode tasks whichever source reads, so one source is tried.)"""
     kafka = secured_kafka
     topic = create_topic(kafka.bootstrap, "denied-dlq-src", partitions=2)
     dead_letters = create_topic(kafka.bootstrap, "denied-dlq")

@@ -28,7 +28,7 @@ from tests.ingest.test_e2e_crashes import kill_group
 from tests.service.test_shared_query import _appends, _ids, _rows, three_tables
 from tests.service.test_sigterm import start_floe
 
-KILLS = 3
+KILLS = 2
 STATE_TIMEOUT_S = 240
 
 
