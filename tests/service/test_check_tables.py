@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 import yaml
 
-from commit.catalog.base import Catalog
 from commit.catalog.sql.catalog import SqlCatalog
 from commit.metadata_committer import commit_metadata_change
 from ingest.driver.table_setup import TablePropertyError, ensure_table

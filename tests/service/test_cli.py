@@ -15,7 +15,6 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from commit.catalog.base import Catalog
 from commit.catalog.sql.catalog import SqlCatalog
 from commit.operations.row_delta import RowDelta
 from service.cli import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, main

@@ -12,7 +12,6 @@ import sys
 
 import pytest
 
-from commit.catalog.base import Catalog
 from commit.catalog.sql.catalog import SqlCatalog
 from table.io import FileIO
 from table.scan import TableScan

@@ -11,7 +11,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from commit.catalog.base import Catalog
 from commit.catalog.sql.catalog import SqlCatalog
 from commit.key_index.manifest import KEY_INDEX_PROPERTY, IndexManifest
 from commit.key_index.segments import POS

@@ -20,7 +20,6 @@ import pytest
 from tests.support.schema_registry import SchemaRegistry
 from prometheus_client import CollectorRegistry
 
-from commit.catalog.base import Catalog
 from commit.catalog.sql.catalog import SqlCatalog
 from ingest.tasks.decoding import AvroFormat, ConfluentFormat, JsonFormat
 from ingest.job import SortTerm, job_from_json, job_to_json

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import yaml
 
-from commit.catalog.base import Catalog
 from commit.catalog.sql.catalog import SqlCatalog
 from service.cli import EXIT_FAILED
 from service.local_kafka import free_port

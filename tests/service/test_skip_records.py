@@ -19,12 +19,10 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from commit.catalog.base import Catalog
 from commit.catalog.sql.catalog import SqlCatalog
 from ingest.skips import SKIPPED_RECORDS, RecordRef
 from service.cli import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, main
