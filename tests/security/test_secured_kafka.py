@@ -17,6 +17,8 @@ import json
 import os
 import re
 import subprocess
+import threading
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -37,8 +39,9 @@ from tests.ingest.e2e_support import (
     produce,
 )
 from tests.service.test_ingest_command import events_config, read_rows
-from tests.support.secret_scan import assert_no_secret, findings
 from tests.support.certificates import CertificateAuthority
+from tests.support.postgres import free_port
+from tests.support.secret_scan import assert_no_secret, findings
 from tests.support.secured_kafka import Grant, SecuredKafka
 
 PASSWORD = f"floe-{uuid.uuid4().hex}"  # the principal's password: a fresh one per run, scanned for
@@ -68,9 +71,38 @@ def secured_config(home: Path, kafka: SecuredKafka, topic: str, dead_letters: st
     raw["kafka"]["reader"] = reader
     raw["kafka"]["security"] = {"protocol": "SASL_SSL", "sasl": sasl, "ssl": {"ca_file": str(kafka.ca.ca_file)}}
     raw["log_format"] = "json"
+    raw["http"] = {"host": "127.0.0.1", "ingest_port": free_port()}
     path = home / "floe.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
+
+
+class MetricsScraper:
+    """Reads ``/metrics`` every half second while ``floe ingest`` runs: what a Prometheus would have stored,
+    for the secret scan."""
+
+    def __init__(self, config: Path) -> None:
+        port = yaml.safe_load(config.read_text())["http"]["ingest_port"]
+        self.url = f"http://127.0.0.1:{port}/metrics"
+        self.pages: list[str] = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._scrape, daemon=True)
+
+    def __enter__(self) -> MetricsScraper:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join(10)
+
+    def _scrape(self) -> None:
+        while not self.done.wait(0.5):
+            try:
+                with urllib.request.urlopen(self.url, timeout=2) as answer:
+                    self.pages.append(answer.read().decode())
+            except OSError:  # not listening yet, or gone
+                continue
 
 
 def run_floe(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -82,11 +114,14 @@ def land_exactly(kafka: SecuredKafka, home: Path, config: Path, delivered: list,
                  env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, list]:
     """``floe ingest`` to the end of its topic: it exits 0, every record landed once, every bad record is a
     dead letter once. The run, and the dead letters."""
-    landed = run_floe("ingest", "--config", str(config), env=env)
+    with MetricsScraper(config) as metrics:
+        landed = run_floe("ingest", "--config", str(config), env=env)
     assert landed.returncode == 0, landed.stdout[-3000:] + landed.stderr[-3000:]
     assert read_rows(home)[0] == expected_table(delivered), "every record landed exactly once"
     letters = consume_all(kafka.bootstrap, dead_letters, expected=len(BAD_RECORDS))
     assert sorted(m.value() for m in letters) == sorted(e.value for e in BAD_RECORDS), "each bad record, once"
+    assert any("floe_ingest_" in page for page in metrics.pages), "/metrics was read while it ran"
+    assert_no_secret({"/metrics": "".join(metrics.pages)}, {"the SASL password": PASSWORD})
     return landed, letters
 
 
@@ -127,7 +162,11 @@ def test_upserts_and_dead_letters_land_exactly_on_sasl_ssl_with_least_privilege(
 
     check = run_floe("check", "--config", str(config), "--show-config", env=env, timeout=300)
     assert check.returncode == 0, check.stdout + check.stderr
+    compact = run_floe("compact", "--once", "--config", str(config), env=env, timeout=300)
+    assert compact.returncode == 0, compact.stdout[-3000:] + compact.stderr[-3000:]
+    assert read_rows(tmp_path)[0] == expected_table(delivered), "the compactor beside it keeps every row"
     outputs = {"floe ingest": ingest.stdout + ingest.stderr, "floe check --show-config": check.stdout + check.stderr,
+               "floe compact --once": compact.stdout + compact.stderr,
                "dead letters": b"".join(m.value() + b"".join(v or b"" for _, v in (m.headers() or [])) for m in letters)}
     assert_no_secret(outputs, {"the SASL password": PASSWORD})
     assert not STACK_TRACE.search(ingest.stdout + ingest.stderr), ingest.stderr[-3000:]
@@ -271,6 +310,7 @@ def mtls_config(home: Path, kafka: SecuredKafka, topic: str, dead_letters: str, 
     raw["kafka"]["security"] = {"protocol": "SSL", "ssl": {"ca_file": str(kafka.ca.ca_file),
                                                            "keystore_file": str(keystore)}}
     raw["log_format"] = "json"
+    raw["http"] = {"host": "127.0.0.1", "ingest_port": free_port()}
     path = home / "floe.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
