@@ -200,7 +200,9 @@ def _store_detail(location: str) -> str:
         return ""
     settings = S3Settings.from_environment(os.environ)
     style = ", path-style" if settings.path_style_access else ""
-    return f" (S3 at {settings.endpoint or 'AWS'}{style}, region {settings.region or 'from the SDK'})"
+    https = (settings.endpoint or "https").startswith("https")
+    trust = f", trusting the CAs in {settings.ca_file}" if settings.ca_file and https else ""
+    return f" (S3 at {settings.endpoint or 'AWS'}{style}, region {settings.region or 'from the SDK'}{trust})"
 
 
 def check_spark(spark: SparkConfig, name: str, timeout_s: float = 5.0) -> CheckResult:

@@ -14,6 +14,8 @@ have one:
 - ``FLOE_S3_PATH_STYLE_ACCESS``: ``true`` for ``http://host/bucket/key``
   addressing, which most S3-compatible servers need (the AWS SDKs have no
   environment name for it).
+- ``AWS_CA_BUNDLE``: a PEM file of the certificate authorities to trust for
+  an ``https://`` endpoint signed by a CA of one's own; unset, the system's.
 
 Credentials are not read from here: a catalog may vend them per table
 (:mod:`table.storage_credentials`), and otherwise the AWS SDK's default
@@ -24,6 +26,7 @@ as on EKS, the instance or container role).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
@@ -31,6 +34,7 @@ from urllib.parse import urlsplit
 ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
 PATH_STYLE_VARIABLE = "FLOE_S3_PATH_STYLE_ACCESS"
+CA_BUNDLE_VARIABLE = "AWS_CA_BUNDLE"
 _TRUE, _FALSE = frozenset({"true", "1", "yes"}), frozenset({"false", "0", "no", ""})
 
 
@@ -45,6 +49,8 @@ class S3Settings:
     endpoint: str | None = None
     region: str | None = None
     path_style_access: bool = False
+    ca_file: str | None = None
+    """PEM certificate authorities trusted for the endpoint's TLS; None: the system's."""
     access_key: str | None = field(default=None, repr=False)
     secret_key: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
@@ -64,7 +70,10 @@ class S3Settings:
             raise ObjectStoreSettingError(
                 f"{PATH_STYLE_VARIABLE}={environ[PATH_STYLE_VARIABLE]!r}: expected true or false"
             )
-        return cls(endpoint, _first(environ, REGION_VARIABLES), flag in _TRUE)
+        ca_file = _first(environ, (CA_BUNDLE_VARIABLE,))
+        if ca_file is not None and not os.path.isfile(ca_file):
+            raise ObjectStoreSettingError(f"{CA_BUNDLE_VARIABLE}={ca_file!r}: no such file")
+        return cls(endpoint, _first(environ, REGION_VARIABLES), flag in _TRUE, ca_file)
 
     def with_keys(self, access_key: str, secret_key: str, session_token: str | None) -> S3Settings:
         """The same store, reached with these keys instead of the SDK's default chain."""
@@ -77,6 +86,8 @@ class S3Settings:
             variables[ENDPOINT_VARIABLES[0]] = self.endpoint
         if self.region is not None:
             variables[REGION_VARIABLES[0]] = self.region
+        if self.ca_file is not None:
+            variables[CA_BUNDLE_VARIABLE] = self.ca_file
         return variables
 
     def pyarrow_options(self) -> dict[str, object]:
@@ -91,6 +102,8 @@ class S3Settings:
             options.update(endpoint_override=parts.netloc, scheme=parts.scheme)
         if self.region is not None:
             options["region"] = self.region
+        if self.ca_file is not None:
+            options["tls_ca_file_path"] = self.ca_file
         if self.access_key is not None:
             options.update(
                 access_key=self.access_key, secret_key=self.secret_key, session_token=self.session_token or ""
@@ -125,5 +138,11 @@ def _first(environ: Mapping[str, str], names: tuple[str, ...]) -> str | None:
 
 
 CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
-FORWARDED_VARIABLES = (*ENDPOINT_VARIABLES, *REGION_VARIABLES, PATH_STYLE_VARIABLE, *CREDENTIAL_VARIABLES)
+FORWARDED_VARIABLES = (
+    *ENDPOINT_VARIABLES,
+    *REGION_VARIABLES,
+    PATH_STYLE_VARIABLE,
+    CA_BUNDLE_VARIABLE,
+    *CREDENTIAL_VARIABLES,
+)
 """Every variable an executor needs to reach the store as its driver does."""

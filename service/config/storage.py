@@ -28,6 +28,11 @@ class S3Config(Section):
     path_style_access: bool = Field(
         False, description="Address buckets as `host/bucket/key` (most S3-compatible servers need it)."
     )
+    ca_file: ConfigPath | None = Field(
+        None,
+        description="PEM bundle of CA certificates to trust for an `https://` endpoint (else `AWS_CA_BUNDLE`, "
+        "else the system's).",
+    )
     access_key_id: str | None = Field(
         None, description="Access key id; unset to use the AWS default provider chain (env, files, role)."
     )
@@ -62,7 +67,8 @@ class S3Config(Section):
 
     def environment(self) -> dict[str, str]:
         """The variables that carry these settings to Floe's processes. Holds secrets: never log it."""
-        settings = S3Settings(self.endpoint, self.region, self.path_style_access)
+        ca_file = None if self.ca_file is None else str(self.ca_file)
+        settings = S3Settings(self.endpoint, self.region, self.path_style_access, ca_file)
         variables = {
             k: v
             for k, v in settings.environment().items()

@@ -3,7 +3,8 @@ client certificates for mutual TLS, and the bad ones a refusal test needs (expir
 
 Files are PEM. A key and its certificate chain are written together (``<name>.pem``, the key first), the
 layout Kafka's ``ssl.keystore.type=PEM`` and librdkafka's ``ssl.keystore.location`` alike read; keys are
-PKCS#8 and unencrypted unless a password is given.
+PKCS#8 and unencrypted unless a password is given. :meth:`CertificateAuthority.keystore` also writes one as a
+PKCS#12 key store, for a Java server that reads no PEM (S3Proxy's Jetty).
 """
 
 from __future__ import annotations
@@ -90,6 +91,25 @@ class CertificateAuthority:
         for path in (paths.pem, paths.key):
             path.chmod(0o600)
         return paths
+
+
+def keystore(issued: Issued, password: str) -> Path:
+    """``issued``'s key and chain as a PKCS#12 key store (``<name>.p12``) under ``password``, in the legacy
+    encryption every Java 17 reads."""
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    key = serialization.load_pem_private_key(issued.key.read_bytes(), password=None)
+    cert, *chain = x509.load_pem_x509_certificates(issued.cert.read_bytes())
+    encryption = (
+        serialization.PrivateFormat.PKCS12.encryption_builder()
+        .kdf_rounds(50_000)
+        .key_cert_algorithm(pkcs12.PBES.PBESv1SHA1And3KeyTripleDESCBC)
+        .hmac_hash(hashes.SHA1())
+        .build(password.encode())
+    )
+    path = issued.pem.with_suffix(".p12")
+    path.write_bytes(pkcs12.serialize_key_and_certificates(b"server", key, cert, chain, encryption))
+    return path
 
 
 def _slug(name: str) -> str:

@@ -3,6 +3,7 @@ wait until the server answers over HTTP, stop, and their log's tail for errors."
 
 from __future__ import annotations
 
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -33,6 +34,10 @@ class LoopbackServer:
 
     def ready_url(self) -> str:
         raise NotImplementedError
+
+    def ready_context(self) -> Optional[ssl.SSLContext]:
+        """How an ``https://`` ready URL is verified (a server on a CA of the test's own); None: the default."""
+        return None
 
     def stop(self, grace_s: float = 15.0) -> None:
         """SIGTERM, then SIGKILL after ``grace_s``. Safe to call twice."""
@@ -74,7 +79,7 @@ class LoopbackServer:
             if self._proc is None or self._proc.poll() is not None:
                 raise ServerStartError(f"{self.name} exited during start-up:\n{self._log_tail()}")
             try:
-                urllib.request.urlopen(self.ready_url(), timeout=2).close()
+                urllib.request.urlopen(self.ready_url(), timeout=2, context=self.ready_context()).close()
                 return
             except urllib.error.HTTPError:
                 return

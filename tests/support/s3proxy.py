@@ -4,6 +4,7 @@ S3Proxy (``org.gaul:s3proxy``, the ``s3proxy`` jar set) speaks the S3 REST
 API, SigV4 included, and stores objects with jclouds' filesystem provider.
 It listens on a free loopback port, runs with a parent-death signal like the
 local Kafka broker, and is addressed path-style (``http://host/bucket/key``).
+Given a certificate (``tls``), it serves HTTPS only, on that certificate.
 
 :meth:`S3Proxy.environment` gives the variables that point Floe
 (:mod:`table.object_store`), Hadoop's S3A and the AWS SDKs at it.
@@ -11,15 +12,19 @@ local Kafka broker, and is addressed path-style (``http://host/bucket/key``).
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
+from typing import Optional
 
 from runtime.jars import jar_set_dir
 from service.local_kafka import free_port
+from tests.support.certificates import Issued, keystore
 from tests.support.loopback_server import LoopbackServer
 
 ACCESS_KEY = "floe-test-access"
 SECRET_KEY = "floe-test-secret-key"
 REGION = "us-east-1"
+KEYSTORE_PASSWORD = "floe-test-keystore"
 
 # Without a configuration logback logs every Jetty detail at DEBUG.
 _LOGBACK = """<configuration>
@@ -38,9 +43,12 @@ class S3Proxy(LoopbackServer):
     name = "S3Proxy"
     log_name = "s3proxy.log"
 
-    def __init__(self, work_dir: Path, startup_timeout_s: float = 60.0) -> None:
+    def __init__(self, work_dir: Path, startup_timeout_s: float = 60.0, *, tls: Optional[Issued] = None,
+                 ca_file: Optional[Path] = None) -> None:
+        """``tls``: serve HTTPS on this certificate, which ``ca_file`` signed."""
         super().__init__(work_dir, startup_timeout_s)
         self.port = 0
+        self.tls, self.ca_file = tls, ca_file
         self.middleware: dict[str, str] = {}  # more s3proxy.* properties: a read-only store, slow uploads
 
     def restart(self, middleware: dict[str, str] | None = None) -> None:
@@ -52,7 +60,10 @@ class S3Proxy(LoopbackServer):
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
+
+    def ready_context(self) -> Optional[ssl.SSLContext]:
+        return None if self.ca_file is None else ssl.create_default_context(cafile=str(self.ca_file))
 
     def environment(self) -> dict[str, str]:
         """What a process needs to reach this server: endpoint, region, path style, credentials."""
@@ -85,13 +96,20 @@ class S3Proxy(LoopbackServer):
         """Make a bucket through the S3 API and return ``s3://name``."""
         import pyarrow.fs as pafs
 
-        pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{self.port}", scheme="http", region=REGION,
-                          access_key=ACCESS_KEY, secret_key=SECRET_KEY, allow_bucket_creation=True).create_dir(name)
+        pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{self.port}", scheme=self.endpoint.split(":")[0],
+                          region=REGION, access_key=ACCESS_KEY, secret_key=SECRET_KEY, allow_bucket_creation=True,
+                          tls_ca_file_path=None if self.ca_file is None else str(self.ca_file)).create_dir(name)
         return f"s3://{name}"
 
     def _properties(self) -> str:
+        if self.tls is None:
+            listener = [f"s3proxy.endpoint={self.endpoint}"]
+        else:
+            listener = [f"s3proxy.secure-endpoint={self.endpoint}",
+                        f"s3proxy.keystore-path={keystore(self.tls, KEYSTORE_PASSWORD)}",
+                        f"s3proxy.keystore-password={KEYSTORE_PASSWORD}"]
         return "\n".join([
-            f"s3proxy.endpoint={self.endpoint}",
+            *listener,
             "s3proxy.authorization=aws-v2-or-v4",
             f"s3proxy.identity={ACCESS_KEY}",
             f"s3proxy.credential={SECRET_KEY}",

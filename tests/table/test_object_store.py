@@ -36,15 +36,25 @@ def test_an_endpoint_without_path_style_is_addressed_virtually() -> None:
     assert settings.hadoop_options()["fs.s3a.connection.ssl.enabled"] == "true"
 
 
-def test_the_environment_round_trips() -> None:
-    settings = S3Settings("http://h:1", "r", True)
-    assert S3Settings.from_environment(settings.environment()) == settings
+def test_the_environment_round_trips(tmp_path) -> None:
+    (tmp_path / "ca.pem").write_text("a CA")
+    for settings in (S3Settings("http://h:1", "r", True), S3Settings("https://h:1", None, True, str(tmp_path / "ca.pem"))):
+        assert S3Settings.from_environment(settings.environment()) == settings
+
+
+def test_a_ca_bundle_is_what_pyarrow_trusts(tmp_path) -> None:
+    (tmp_path / "ca.pem").write_text("a CA")
+    settings = S3Settings.from_environment({"AWS_ENDPOINT_URL_S3": "https://h:9000", "AWS_CA_BUNDLE":
+                                            str(tmp_path / "ca.pem")})
+    assert settings.pyarrow_options()["tls_ca_file_path"] == str(tmp_path / "ca.pem")
+    assert "tls_ca_file_path" not in S3Settings("https://h:9000").pyarrow_options()
 
 
 @pytest.mark.parametrize(("environ", "named"), [
     ({"AWS_ENDPOINT_URL_S3": "127.0.0.1:9000"}, "AWS_ENDPOINT_URL_S3='127.0.0.1:9000'"),
     ({"AWS_ENDPOINT_URL": "http://h:1/bucket"}, "AWS_ENDPOINT_URL='http://h:1/bucket'"),
     ({"FLOE_S3_PATH_STYLE_ACCESS": "maybe"}, "FLOE_S3_PATH_STYLE_ACCESS='maybe'"),
+    ({"AWS_CA_BUNDLE": "/nowhere/ca.pem"}, "AWS_CA_BUNDLE='/nowhere/ca.pem': no such file"),
 ])
 def test_a_bad_value_names_its_variable(environ: dict[str, str], named: str) -> None:
     with pytest.raises(ObjectStoreSettingError, match="^" + named.replace("(", r"\(").replace("[", r"\[")):
