@@ -362,6 +362,7 @@ class CatalogSpec:
     scope: str = "catalog"
     access_delegation: str | None = None
     request_timeout_seconds: float = 60.0
+    ca_file: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "headers", _pairs(self.headers))
@@ -378,6 +379,7 @@ class CatalogSpec:
             self.scope,
             self.access_delegation,
             self.request_timeout_seconds,
+            self.ca_file,
         )
         return open_catalog(self.uri, self.warehouse, self.name, create=create, rest=rest)
 

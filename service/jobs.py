@@ -103,6 +103,7 @@ def catalog_spec(config: FloeConfig) -> CatalogSpec:
             credential=catalog.rest_credential(),
             oauth2_server_uri=catalog.oauth2_server_uri,
             scope=catalog.scope,
+            ca_file=None if catalog.ca_file is None else str(catalog.ca_file),
             access_delegation=catalog.access_delegation,
             request_timeout_seconds=catalog.request_timeout.total_seconds(),
         )

@@ -51,6 +51,11 @@ class CatalogConfig(Section):
         None, description="REST: the OAuth2 token endpoint (default: the catalog's `v1/oauth/tokens`)."
     )
     scope: str = Field("catalog", description="REST: the OAuth2 scope asked for with client credentials.")
+    ca_file: ConfigPath | None = Field(
+        None,
+        description="REST: PEM bundle of CA certificates to trust for an `https://` catalog and its OAuth2 "
+        "server (default: the system's).",
+    )
     headers: Properties = Field(default_factory=dict, description="REST: extra HTTP headers on every request.")
     request_timeout: Duration = Field(
         timedelta(seconds=60),
@@ -123,6 +128,7 @@ class CatalogConfig(Section):
             "credential",
             "credential_file",
             "oauth2_server_uri",
+            "ca_file",
             "headers",
             "access_delegation",
             "request_timeout",

@@ -11,6 +11,7 @@ from typing import Any, Optional
 from commit.catalog.rest.auth import ClientCredentials, OAuthTokens, Token, client_credentials_token
 from commit.catalog.rest.catalog import RestCatalog
 from commit.catalog.rest.client import RestClient
+from ingest.job import CatalogSpec
 from service.cli import EXIT_OK, main
 from service.config import load_config
 from service.jobs import catalog_spec
@@ -54,6 +55,16 @@ def test_a_token_and_extra_headers_are_sent_and_masked(tmp_path: Path) -> None:
     spec = catalog_spec(config)
     assert dict(spec.headers) == {"X-Tenant": "a", "Authorization": "Bearer s3cr3t-token"}
     assert spec.uri == "http://127.0.0.1:8181" and spec.prefix == "main" and spec.request_timeout_seconds == 5
+
+
+def test_a_ca_file_reaches_the_job_and_is_only_for_rest(tmp_path: Path) -> None:
+    (tmp_path / "ca.crt").write_text("a CA")
+    spec = catalog_spec(load_config(write(tmp_path, rest(uri="https://catalog:8181", ca_file="ca.crt")), {}))
+    assert spec.ca_file == str(tmp_path / "ca.crt")
+    assert CatalogSpec(**dataclasses.asdict(spec)) == spec
+    sql = minimal()
+    sql["catalog"]["ca_file"] = str(tmp_path / "ca.crt")
+    assert problems_of(sql, tmp_path) == ["catalog.ca_file: only used with type: rest"]
 
 
 def test_client_credentials_tokens_are_fetched_by_the_client_and_replaced_after_a_401(tmp_path: Path,

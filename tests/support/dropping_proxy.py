@@ -44,6 +44,11 @@ class DroppingProxy:
         self._server.shutdown()
         self._server.server_close()
 
+    def answer_here(self, method: str, path: str, headers: dict[str, str],
+                    body: Optional[bytes]) -> Optional[tuple[int, bytes]]:
+        """A status and JSON body to answer with instead of the server's; None forwards the request."""
+        return None
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
 
@@ -56,6 +61,9 @@ class DroppingProxy:
                 body = self.rfile.read(length) if length else None
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
                 proxy.seen.append((self.command, self.path, self.headers.get("Authorization", "")))
+                local = proxy.answer_here(self.command, self.path, headers, body)
+                if local is not None:
+                    return self._answer(*local)
                 verdict = proxy.rule(self.command, self.path)
                 if verdict == "down":
                     return self._answer(503, b'{"error": {"message": "no healthy upstream", '

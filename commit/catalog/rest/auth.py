@@ -28,6 +28,8 @@ class ClientCredentials:
     client_id: str
     client_secret: str = field(repr=False)
     scope: str = "catalog"
+    ca_file: str | None = None
+    """PEM certificate authorities trusted for an ``https://`` endpoint; None: the system's."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ def client_credentials_token(credentials: ClientCredentials, timeout_s: float = 
         "scope": credentials.scope,
     }
     try:
-        answer = requests.post(credentials.endpoint, data=form, timeout=timeout_s)
+        answer = requests.post(credentials.endpoint, data=form, timeout=timeout_s, verify=credentials.ca_file or True)
     except requests.RequestException as failed:
         raise RestCatalogError(call, None, type(failed).__name__, str(failed)) from None
     if answer.status_code >= 400:

@@ -92,6 +92,7 @@ class RestCatalog:
             self.options.request_headers(),
             auth=self.options.authorizer(uri),
             read_timeout_s=self.options.read_timeout_s,
+            ca_file=self.options.ca_file,
         )
         config = (
             self._client.request(

@@ -69,10 +69,13 @@ class RestClient:
         auth: Authorizer | None = None,
         connect_timeout_s: float = 10.0,
         read_timeout_s: float = 60.0,
+        ca_file: str | None = None,
     ) -> None:
+        """``ca_file``: PEM certificate authorities trusted for an ``https://`` uri; None: the system's."""
         self.uri = uri.rstrip("/")
         self.timeouts = (connect_timeout_s, read_timeout_s)
         self._auth = auth
+        self._verify: str | bool = ca_file or True  # per request: a session's own is overridden by the environment
         self._session = requests.Session()
         self._session.headers.update(
             {
@@ -125,7 +128,13 @@ class RestClient:
         if authorization:
             headers = {**headers, "Authorization": authorization}
         response = self._session.request(
-            method, f"{self.uri}/{path.lstrip('/')}", json=body, params=params, headers=headers, timeout=self.timeouts
+            method,
+            f"{self.uri}/{path.lstrip('/')}",
+            json=body,
+            params=params,
+            headers=headers,
+            timeout=self.timeouts,
+            verify=self._verify,
         )
         return response, authorization
 

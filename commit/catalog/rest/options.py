@@ -30,6 +30,9 @@ class RestOptions:
     """``vended-credentials`` asks the server for storage credentials with each table."""
     read_timeout_s: float = 60.0
     """How long a request waits for the answer; a commit without one has an unknown outcome."""
+    ca_file: str | None = None
+    """PEM certificate authorities trusted for ``https://`` (the catalog and its token endpoint); None: the
+    system's."""
 
     def request_headers(self) -> dict[str, str]:
         delegation = {ACCESS_DELEGATION_HEADER: self.access_delegation} if self.access_delegation else {}
@@ -41,7 +44,7 @@ class RestOptions:
             return None
         client_id, _, client_secret = self.credential.partition(":")
         endpoint = self.oauth2_server_uri or f"{uri.rstrip('/')}/v1/oauth/tokens"
-        return OAuthTokens(ClientCredentials(endpoint, client_id, client_secret, self.scope))
+        return OAuthTokens(ClientCredentials(endpoint, client_id, client_secret, self.scope, self.ca_file))
 
     @property
     def vends_credentials(self) -> bool:
