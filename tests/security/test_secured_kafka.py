@@ -231,6 +231,7 @@ def test_an_untrusted_broker_certificate_is_refused_in_one_line(secured_kafka, t
         f"floe ingest: kafka {secured_kafka.sasl_bootstrap}: connecting as SASL user 'floe' (SCRAM-SHA-512 over "
         "SASL_SSL) failed: SSL handshake failed:"), done.stderr
     assert "certificate verify failed" in done.stderr
+    assert_no_secret({"floe ingest": done.stdout + done.stderr}, {"the SASL password": PASSWORD})
 
 
 @pytest.mark.kafka
